@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import pytest
+from kafka.protocol.metadata import ApiVersionsResponse
+
+from brook.protocol import (
+    ALL_VERSIONS,
+    ErrorCode,
+    encode_api_versions_response,
+    unsupported_api_versions_response,
+)
+
+KEYS = {18: (0, 4), 3: (0, 12), 0: (0, 12), 1: (4, 17)}
+
+
+def _kafka_python(version: int, error_code: int, keys: dict[int, tuple[int, int]], throttle: int) -> bytes:
+    Key = ApiVersionsResponse.ApiVersion
+    resp = ApiVersionsResponse(
+        version=version,
+        error_code=error_code,
+        api_keys=[
+            Key(version=version, api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in sorted(keys.items())
+        ],
+        throttle_time_ms=throttle,
+    )
+    return bytes(resp.encode(version=version))
+
+
+@pytest.mark.parametrize("version", range(5))
+def test_byte_identical_to_kafka_python(version: int) -> None:
+    ours = encode_api_versions_response(version, 0, KEYS, throttle_time_ms=12)
+    assert ours == _kafka_python(version, 0, KEYS, 12)
+    decoded = ApiVersionsResponse.decode(ours, version=version)
+    assert [(k.api_key, k.min_version, k.max_version) for k in decoded.api_keys] == [
+        (k, lo, hi) for k, (lo, hi) in sorted(KEYS.items())
+    ]
+
+
+def test_all_versions_advertised() -> None:
+    body = encode_api_versions_response(3, 0, ALL_VERSIONS)
+    decoded = ApiVersionsResponse.decode(body, version=3)
+    assert {k.api_key: (k.min_version, k.max_version) for k in decoded.api_keys} == ALL_VERSIONS
+
+
+def test_v3_ends_with_throttle_then_empty_tags() -> None:
+    body = encode_api_versions_response(3, 0, {18: (0, 4)}, throttle_time_ms=0)
+    # error, compact array of 1, entry + empty tags, throttle, EMPTY tag section (no feature tags)
+    assert body == b"\x00\x00" + b"\x02" + b"\x00\x12\x00\x00\x00\x04\x00" + b"\x00\x00\x00\x00" + b"\x00"
+
+
+def test_unsupported_version_answer_is_v0() -> None:
+    body = unsupported_api_versions_response({18: (0, 4)})
+    assert body == b"\x00\x23" + b"\x00\x00\x00\x01" + b"\x00\x12\x00\x00\x00\x04"
+    # kafka-python (like every client) decodes an error answer as v0 whatever it asked for.
+    decoded = ApiVersionsResponse.decode(body, version=4)
+    assert decoded.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert decoded.api_keys[0].max_version == 4
