@@ -1,0 +1,324 @@
+"""PartitionLog: one partition's log, a directory of segments named by their base offsets."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from brook.config import TopicConfig
+from brook.log.append import AppendResult, prepare_append
+from brook.log.checkpoint import (
+    fsync_dir,
+    read_log_start_offset,
+    write_clean_shutdown_marker,
+    write_log_start_offset,
+)
+from brook.log.file_slice import FileSlice
+from brook.log.recovery import load_segments
+from brook.log.retention import expired_segment_count
+from brook.log.segment import MAX_RELATIVE_OFFSET, Segment
+from brook.protocol.batch import BatchHeader
+from brook.protocol.errors import ErrorCode, KafkaError
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _base(segment: Segment) -> int:
+    return segment.base_offset
+
+
+class PartitionLog:
+    """Appends, reads and retention over a partition's segments. Synchronous file I/O; not thread-safe."""
+
+    def __init__(
+        self,
+        directory: Path,
+        config: TopicConfig,
+        clock: Callable[[], int],
+        segments: list[Segment],
+        log_start_offset: int,
+    ) -> None:
+        self.directory = directory
+        self._config = config
+        self._clock = clock
+        self._segments = segments  # oldest first; the last is the active segment
+        self._log_start_offset = log_start_offset
+        self._unflushed_records = 0
+        self._first_unflushed_ms: int | None = None
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls, directory: Path, config: TopicConfig, *, clock: Callable[[], int] = wall_clock_ms
+    ) -> PartitionLog:
+        """Open (creating it if missing) and recover the partition directory."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        checkpoint = read_log_start_offset(directory)
+        segments = load_segments(directory, config.index_interval_bytes, clock(), checkpoint)
+        # The checkpoint may lag (a crash between deleting segments and writing it): never below the
+        # first segment.
+        start = min(max(checkpoint or 0, segments[0].base_offset), segments[-1].next_offset)
+        return cls(directory, config, clock, segments, start)
+
+    # ---- state
+
+    @property
+    def config(self) -> TopicConfig:
+        return self._config
+
+    def update_config(self, config: TopicConfig) -> None:
+        self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._active.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def _active(self) -> Segment:
+        return self._segments[-1]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaError(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"log {self.directory} is closed")
+
+    # ---- append
+
+    def append(
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool = True,
+        leader_epoch: int | None = None,
+    ) -> AppendResult:
+        """Validate all batches, then write them with one write to the active segment (all or nothing)."""
+        self._check_open()
+        config = self._config
+        now = self._clock()
+        prepared = prepare_append(
+            records,
+            config,
+            self.log_end_offset,
+            assign_offsets=assign_offsets,
+            leader_epoch=leader_epoch,
+            now_ms=now,
+        )
+        result = prepared.result
+        self._maybe_roll(len(prepared.data), result.base_offset, result.last_offset, now)
+        self._active.append(prepared.data, prepared.batches, config.index_interval_bytes)
+        self._unflushed_records += result.record_count
+        if self._first_unflushed_ms is None:
+            self._first_unflushed_ms = now
+        if (
+            self._unflushed_records >= config.flush_messages
+            or now - self._first_unflushed_ms >= config.flush_ms
+        ):
+            self.flush()
+        return result
+
+    def _maybe_roll(self, incoming: int, first_offset: int, last_offset: int, now: int) -> None:
+        segment = self._active
+        config = self._config
+        overflow = last_offset - segment.base_offset > MAX_RELATIVE_OFFSET
+        if segment.size == 0:
+            if overflow:  # a follower jumping far ahead: re-base the empty segment
+                self._roll(first_offset, now)
+            return
+        if (
+            overflow
+            or segment.size + incoming > config.segment_bytes
+            or now - segment.created_ms > config.segment_ms
+            or segment.offset_index.is_full(config.segment_index_bytes)
+            or segment.time_index.is_full(config.segment_index_bytes)
+        ):
+            self._roll(first_offset, now)
+
+    def _roll(self, base_offset: int, now: int) -> None:
+        """Seal the active segment (fsynced), start a new one at `base_offset`; an empty one is replaced."""
+        old = self._active
+        if old.size == 0:
+            if old.base_offset == base_offset:
+                return
+            old.delete()
+            self._segments.pop()
+        else:
+            old.deactivate()
+        self._segments.append(Segment.create(self.directory, base_offset, now))
+        fsync_dir(self.directory)
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._unflushed_records = 0
+        self._first_unflushed_ms = None
+
+    def flush_if_due(self) -> bool:
+        """Flush when the oldest unflushed append is older than flush.ms (for partitions gone quiet)."""
+        first = self._first_unflushed_ms
+        if first is None or self._clock() - first < self.config.flush_ms:
+            return False
+        self.flush()
+        return True
+
+    def flush(self) -> None:
+        """fsync the active segment (sealed segments were fsynced when rolled)."""
+        self._check_open()
+        self._active.flush()
+        self._unflushed_records = 0
+        self._first_unflushed_ms = None
+
+    # ---- read
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment that would hold `offset` (the last with base offset <= it, or the first)."""
+        return max(0, bisect_right(self._segments, offset, key=_base) - 1)
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+    ) -> FileSlice | None:
+        """Whole batches from the one containing `offset`, within one segment.
+
+        The slice ends at max_bytes (possibly mid-batch, as Kafka does: clients drop a partial trailing
+        batch), at the first batch starting at or after max_offset, or at the segment's end; with min_one it
+        covers at least the first batch. None when there is nothing to return.
+        """
+        self._check_open()
+        if offset < self._log_start_offset or offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"offset {offset} is outside [{self._log_start_offset}, {self.log_end_offset}]",
+            )
+        if offset == self.log_end_offset or (max_offset is not None and offset >= max_offset):
+            return None
+        segments = self._segments
+        i = self._segment_index(offset)
+        found = None
+        while i < len(segments):
+            found = segments[i].find_batch(offset)
+            if found is not None:
+                break
+            i += 1  # `offset` is past this segment's last batch: the next segment starts after it
+        if found is None:
+            return None
+        segment = segments[i]
+        start, header = found
+        end = segment.size
+        if max_offset is not None:
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.next_offset
+            if max_offset < upper:
+                bound = segment.position_of(max_offset, start)
+                if bound is not None:
+                    end = bound
+        want = max(max_bytes, header.size) if min_one else max_bytes
+        end = min(end, start + max(want, 0))
+        if end <= start:
+            return None
+        return FileSlice(segment.reader, start, end - start)
+
+    def iter_batch_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
+        """Headers of the stored batches whose last offset is >= start_offset, in order."""
+        self._check_open()
+        for segment in self._segments[self._segment_index(start_offset) :]:
+            yield from segment.iter_headers(start_offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch whose max timestamp is >= timestamp_ms.
+
+        Batch granularity: records are not decoded, so the offset is the batch's base offset.
+        """
+        self._check_open()
+        start = self._log_start_offset
+        for segment in self._segments:
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            header = segment.find_timestamp(timestamp_ms, start)
+            if header is not None:
+                return max(header.base_offset, start), header.max_timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        """(timestamp, base offset) of the batch with the largest max timestamp; None when there is none."""
+        self._check_open()
+        best: tuple[int, int] | None = None
+        for segment in self._segments:
+            if segment.offset_of_max_timestamp >= 0 and (best is None or segment.max_timestamp > best[0]):
+                best = (segment.max_timestamp, max(segment.offset_of_max_timestamp, self._log_start_offset))
+        return best
+
+    # ---- retention and truncation
+
+    def apply_retention(self) -> int:
+        """Delete the oldest segments past retention.ms / retention.bytes; returns how many were deleted."""
+        self._check_open()
+        now = self._clock()
+        n = expired_segment_count(self._segments, self._config, now)
+        if n == 0:
+            return 0
+        if n == len(self._segments):
+            self._roll(self.log_end_offset, now)  # the active segment expired: keep the log end offset
+        for segment in self._segments[:n]:  # oldest first, so a crash leaves a contiguous log
+            segment.delete()
+        del self._segments[:n]
+        self._set_log_start_offset(max(self._log_start_offset, self._segments[0].base_offset))
+        return n
+
+    def _set_log_start_offset(self, offset: int) -> None:
+        if offset != self._log_start_offset:
+            self._log_start_offset = offset
+            write_log_start_offset(self.directory, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch that holds an offset >= `offset` (a batch straddling it goes whole)."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        now = self._clock()
+        segments = self._segments
+        if offset <= segments[0].base_offset or offset < self._log_start_offset:
+            # Nothing below `offset` survives: start over, empty, at `offset`.
+            for segment in reversed(segments):
+                segment.delete()
+            segments[:] = [Segment.create(self.directory, offset, now)]
+            fsync_dir(self.directory)
+            self._set_log_start_offset(offset)
+        else:
+            keep = bisect_left(segments, offset, key=_base)  # segments starting at or after `offset` go
+            for segment in reversed(segments[keep:]):
+                segment.delete()
+            del segments[keep:]
+            segments[-1].truncate_to(offset)
+            segments[-1].activate()
+            if self._log_start_offset > self.log_end_offset:
+                self._set_log_start_offset(self.log_end_offset)
+        self._unflushed_records = 0
+        self._first_unflushed_ms = None
+
+    # ---- lifecycle
+
+    def close(self) -> None:
+        """Seal the active segment (fsync), mark the shutdown clean, release the files."""
+        if self._closed:
+            return
+        self._active.deactivate()
+        for segment in self._segments:
+            segment.release()
+        write_clean_shutdown_marker(self.directory)
+        self._closed = True
+
+    def delete(self) -> None:
+        """Release the files and remove the partition directory."""
+        if not self._closed:
+            for segment in self._segments:
+                segment.release()
+            self._closed = True
+        shutil.rmtree(self.directory, ignore_errors=True)

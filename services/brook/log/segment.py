@@ -1,0 +1,324 @@
+"""One segment: a `.log` file of whole record batches starting at `base_offset`, with its two indexes.
+
+The log file is written only through an O_APPEND descriptor while the segment is active, and read through
+a separate read-only file object (pread / sendfile, never seeked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from brook.log.batch_scan import iter_batches
+from brook.log.file_slice import SegmentFile
+from brook.log.index import OffsetIndex, TimeIndex
+from brook.protocol.batch import BatchHeader
+from brook.protocol.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+MAX_RELATIVE_OFFSET = 0xFFFFFFFF
+
+# (position in the appended buffer, base offset, last offset, size, max timestamp) of one batch.
+BatchInfo = tuple[int, int, int, int, int]
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def parse_segment_name(name: str) -> int | None:
+    """Base offset of a `.log` file name, or None when it is not one of ours."""
+    stem, dot, suffix = name.partition(".")
+    if dot and "." + suffix == LOG_SUFFIX and len(stem) == 20 and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class Segment:
+    def __init__(
+        self,
+        directory: Path,
+        base_offset: int,
+        size: int,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        created_ms: int,
+    ) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.log_path = directory / (segment_name(base_offset) + LOG_SUFFIX)
+        self.size = size
+        self.offset_index = offset_index
+        self.time_index = time_index
+        # segment.ms counts from here: creation, or the open after a restart (no client timestamps).
+        self.created_ms = created_ms
+        last = time_index.last()
+        # The max timestamp and its batch; for an inactive segment the time index's last entry holds it.
+        self.max_timestamp, self.offset_of_max_timestamp = last if last is not None else (-1, -1)
+        # Exact only while active (or after a scan): the offset after the last batch.
+        self.next_offset = base_offset
+        self.bytes_since_index_entry = 0
+        self._tail_known = size == 0
+        self._append_fd: int | None = None
+        self._reader: SegmentFile | None = None
+
+    # ---- creation and loading
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int, now_ms: int) -> Segment:
+        """A new, empty, active segment (any stale files of that name are emptied)."""
+        name = segment_name(base_offset)
+        offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset)
+        time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset)
+        for path in (directory / (name + LOG_SUFFIX), offset_index.path, time_index.path):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        segment = cls(directory, base_offset, 0, offset_index, time_index, now_ms)
+        segment.activate()
+        return segment
+
+    @classmethod
+    def load(
+        cls, directory: Path, base_offset: int, now_ms: int, index_interval_bytes: int, *, recover: bool
+    ) -> Segment:
+        """Open an existing segment (inactive).
+
+        recover=True (the last segment after an unclean shutdown): check every batch (header, CRC,
+        increasing offsets), truncate the file at the first bad one, and rebuild both indexes.
+        Otherwise trust the file and load the indexes, rebuilding any that is missing or inconsistent.
+        """
+        name = segment_name(base_offset)
+        log_path = directory / (name + LOG_SUFFIX)
+        size = log_path.stat().st_size
+        index_path = directory / (name + INDEX_SUFFIX)
+        time_path = directory / (name + TIME_INDEX_SUFFIX)
+        offset_index = None if recover else OffsetIndex.load(index_path, base_offset, size)
+        time_index = None if recover else TimeIndex.load(time_path, base_offset, size)
+        if size > 0 and time_index is not None and not time_index.timestamps:
+            time_index = None  # the first timestamped batch always makes an entry; rebuild to be sure
+        if offset_index is not None and time_index is not None:
+            return cls(directory, base_offset, size, offset_index, time_index, now_ms)
+        segment = cls(
+            directory,
+            base_offset,
+            size,
+            OffsetIndex(index_path, base_offset),
+            TimeIndex(time_path, base_offset),
+            now_ms,
+        )
+        segment._rebuild(index_interval_bytes, recover=recover)
+        return segment
+
+    def _rebuild(self, index_interval_bytes: int, *, recover: bool) -> None:
+        """Re-index from the log file; when recovering, also verify CRCs and cut off a bad tail."""
+        self.offset_index.clear()
+        self.time_index.clear()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+        self.bytes_since_index_entry = 0
+        expected = self.base_offset
+        valid_end = 0
+        for pos, h in iter_batches(self.fd, 0, self.size, verify_crc=recover):
+            if (
+                h.base_offset < expected
+                or h.last_offset_delta < 0
+                or h.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
+            ):
+                break
+            self._index_batch(pos, h.base_offset, h.size, h.max_timestamp, index_interval_bytes)
+            expected = h.last_offset + 1
+            valid_end = pos + h.size
+        self.next_offset = expected
+        self._tail_known = True
+        if recover and valid_end < self.size:
+            log.warning(
+                "%s: truncating %d bytes of torn or invalid data at position %d",
+                self.log_path,
+                self.size - valid_end,
+                valid_end,
+            )
+            os.truncate(self.log_path, valid_end)
+            self.size = valid_end
+            self._fsync_log()
+        if self.max_timestamp > self.time_index.last_timestamp:
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.offset_index.write_file()
+        self.time_index.write_file()
+
+    def _scan_tail(self) -> None:
+        """Recompute the append state from the last offset-index entry to the end of the file."""
+        start = self.offset_index.last_position
+        self.bytes_since_index_entry = self.size - start
+        last = self.time_index.last()
+        self.max_timestamp, self.offset_of_max_timestamp = last if last is not None else (-1, -1)
+        self.next_offset = self.base_offset
+        for _, h in iter_batches(self.fd, start, self.size):
+            self.next_offset = h.last_offset + 1
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.base_offset
+        self._tail_known = True
+
+    # ---- active state
+
+    @property
+    def active(self) -> bool:
+        return self._append_fd is not None
+
+    def activate(self) -> None:
+        """Open for appends (the segment becomes the partition's active segment)."""
+        if not self._tail_known:
+            self._scan_tail()
+        if self._append_fd is None:
+            self._append_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.offset_index.open_for_append()
+        self.time_index.open_for_append()
+
+    def deactivate(self) -> None:
+        """Seal the segment: record its max timestamp in the time index, fsync everything, close writers."""
+        if self._append_fd is None:
+            return
+        if self.max_timestamp > self.time_index.last_timestamp:
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+        self._fsync_log()
+        self.offset_index.flush()
+        self.time_index.flush()
+        os.close(self._append_fd)
+        self._append_fd = None
+        self.offset_index.close()
+        self.time_index.close()
+
+    def append(
+        self, data: bytes | bytearray, batches: Sequence[BatchInfo], index_interval_bytes: int
+    ) -> None:
+        """Write `data` (whole batches, validated, offsets assigned) with one write, then index it."""
+        if self._append_fd is None:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"segment {self.log_path} is not active")
+        start = self.size
+        view = memoryview(data)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(self._append_fd, view[written:])
+        except OSError as e:
+            # Leave no partial batch behind: the append is all-or-nothing.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._append_fd, start)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write to {self.log_path} failed: {e}") from e
+        self.size = start + len(view)
+        self.next_offset = batches[-1][2] + 1
+        for pos, base_offset, _last, size, max_ts in batches:
+            self._index_batch(start + pos, base_offset, size, max_ts, index_interval_bytes)
+
+    def _index_batch(
+        self, position: int, base_offset: int, size: int, max_timestamp: int, index_interval_bytes: int
+    ) -> None:
+        indexed = False
+        if not self.offset_index.positions or self.bytes_since_index_entry >= index_interval_bytes:
+            self.offset_index.append(base_offset, position)
+            self.bytes_since_index_entry = 0
+            indexed = True
+        self.bytes_since_index_entry += size
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, base_offset
+        if indexed and self.max_timestamp > self.time_index.last_timestamp:
+            self.time_index.append(self.max_timestamp, self.offset_of_max_timestamp)
+
+    def flush(self) -> None:
+        """fsync the log file (the indexes are rebuilt on recovery, so they wait for roll/close)."""
+        self._fsync_log()
+
+    def _fsync_log(self) -> None:
+        if self._append_fd is not None:
+            os.fsync(self._append_fd)
+        else:
+            fd = os.open(self.log_path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    # ---- reading
+
+    @property
+    def reader(self) -> SegmentFile:
+        """The read-only file object (opened on first use)."""
+        if self._reader is None:
+            self._reader = SegmentFile(self.log_path, "rb")
+        return self._reader
+
+    @property
+    def fd(self) -> int:
+        return self.reader.fileno()
+
+    def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose last offset is >= `offset`."""
+        for pos, h in iter_batches(self.fd, self.offset_index.lookup(offset), self.size):
+            if h.last_offset >= offset:
+                return pos, h
+        return None
+
+    def position_of(self, offset: int, start: int) -> int | None:
+        """Position of the first batch at or after `start` whose base offset is >= `offset`."""
+        for pos, h in iter_batches(self.fd, max(start, self.offset_index.lookup(offset)), self.size):
+            if h.base_offset >= offset:
+                return pos
+        return None
+
+    def find_timestamp(self, timestamp: int, min_offset: int) -> BatchHeader | None:
+        """First batch with max timestamp >= `timestamp` and last offset >= `min_offset`."""
+        skip_to = self.time_index.lookup_before(timestamp)
+        start_offset = max(min_offset, skip_to if skip_to is not None else min_offset)
+        for _, h in iter_batches(self.fd, self.offset_index.lookup(start_offset), self.size):
+            if h.max_timestamp >= timestamp and h.last_offset >= min_offset:
+                return h
+        return None
+
+    def iter_headers(self, start_offset: int) -> Iterator[BatchHeader]:
+        """Headers of the batches whose last offset is >= `start_offset`."""
+        for _, h in iter_batches(self.fd, self.offset_index.lookup(start_offset), self.size):
+            if h.last_offset >= start_offset:
+                yield h
+
+    def largest_timestamp_ms(self) -> int:
+        """The segment's max timestamp, or the file's mtime when it holds none (as Kafka's retention does)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return self.log_path.stat().st_mtime_ns // 1_000_000
+
+    # ---- truncation and deletion
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop the batch containing `offset` and everything after it."""
+        found = self.find_batch(offset)
+        if found is None:
+            return
+        pos, h = found
+        if self._append_fd is not None:
+            os.ftruncate(self._append_fd, pos)
+        else:
+            os.truncate(self.log_path, pos)
+        self.size = pos
+        self.offset_index.truncate_to_position(pos)
+        self.time_index.truncate_to_offset(h.base_offset)
+        self._fsync_log()
+        self._scan_tail()
+
+    def release(self) -> None:
+        """Close the writers and drop the reader (closed by its last holder: see SegmentFile)."""
+        if self._append_fd is not None:
+            os.close(self._append_fd)
+            self._append_fd = None
+        self.offset_index.close()
+        self.time_index.close()
+        self._reader = None
+
+    def delete(self) -> None:
+        self.release()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete_file()
+        self.time_index.delete_file()
