@@ -1,0 +1,1 @@
+"""The broker's domain: topics, partitions and their logs, producer state, the node's configuration."""

@@ -1,0 +1,30 @@
+"""Broker-level configuration (Kafka names in comments), typed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(slots=True)
+class BrokerSettings:
+    node_id: int = 0  # broker.id
+    host: str = "127.0.0.1"  # listener bind address
+    port: int = 9092
+    advertised_host: str | None = None  # advertised.listeners host; defaults to host
+    advertised_port: int | None = None
+    rack: str | None = None  # broker.rack
+    data_dir: Path = Path("data")  # log.dirs
+    cluster_id: str | None = None  # generated and persisted on first start when unset
+    auto_create_topics: bool = True  # auto.create.topics.enable
+    num_partitions: int = 1  # num.partitions
+    default_replication_factor: int = 1  # default.replication.factor
+    max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
+    retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
+    flush_check_interval_ms: int = 1000  # log.flush.scheduler.interval.ms
+    event_loop: str = "asyncio"  # asyncio (zero-copy sendfile) or uvloop (no loop.sendfile support)
+    topic_defaults: dict[str, str] = field(default_factory=dict)  # broker-wide topic config defaults
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return (self.advertised_host or self.host, self.advertised_port or self.port)

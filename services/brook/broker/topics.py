@@ -1,0 +1,136 @@
+"""Topic metadata (name, stable id, partition count, config overrides) and where it is kept.
+
+`MetadataStore` is the seam for where the truth lives: a JSON file in the data directory for a single
+node; the cluster (etcd) implementation replaces it without changing the handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from brook.protocol.errors import ErrorCode, KafkaError
+
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})
+
+
+def topic_name_error(name: str | None) -> str | None:
+    """Why a topic name is invalid (Kafka's rules), or None."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be '{name}'"
+    if not _LEGAL.match(name):
+        return f"topic name '{name}' is illegal: use at most 249 of [a-zA-Z0-9._-]"
+    return None
+
+
+@dataclass(slots=True)
+class TopicMeta:
+    name: str
+    topic_id: bytes  # 16-byte UUID, stable for the topic's life (Fetch v13+ addresses topics by it)
+    partitions: int
+    replication_factor: int = 1
+    configs: dict[str, str] = field(default_factory=dict)  # overrides only
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "id": str(uuid.UUID(bytes=self.topic_id)),
+            "partitions": self.partitions,
+            "replication_factor": self.replication_factor,
+            "configs": self.configs,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, object]) -> TopicMeta:
+        return cls(
+            name=str(d["name"]),
+            topic_id=uuid.UUID(str(d["id"])).bytes,
+            partitions=int(d["partitions"]),  # type: ignore[call-overload]
+            replication_factor=int(d.get("replication_factor", 1)),  # type: ignore[call-overload]
+            configs={str(k): str(v) for k, v in dict(d.get("configs", {})).items()},  # type: ignore[call-overload]
+        )
+
+
+def new_topic_id() -> bytes:
+    return uuid.uuid4().bytes
+
+
+class MetadataStore(Protocol):
+    """Durable cluster metadata the broker reads and changes."""
+
+    def cluster_id(self) -> str: ...
+    def topics(self) -> dict[str, TopicMeta]: ...
+    def put_topic(self, topic: TopicMeta) -> None: ...
+    def delete_topic(self, name: str) -> None: ...
+    def allocate_producer_id(self) -> int: ...
+
+
+class LocalMetadataStore:
+    """Single-node metadata in `<data_dir>/meta.json`, rewritten atomically (write, fsync, rename)."""
+
+    _BLOCK = 1000  # producer ids reserved per write, so InitProducerId rarely touches the disk
+
+    def __init__(self, data_dir: Path, cluster_id: str | None = None) -> None:
+        self._path = data_dir / "meta.json"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._topics: dict[str, TopicMeta] = {}
+        self._next_pid = 0
+        self._pid_limit = 0
+        self._cluster_id = cluster_id or ""
+        if self._path.exists():
+            raw = json.loads(self._path.read_text())
+            self._cluster_id = cluster_id or str(raw["cluster_id"])
+            self._topics = {t["name"]: TopicMeta.from_json(t) for t in raw.get("topics", [])}
+            # Never hand out an id again after a crash: resume past the reserved block.
+            self._next_pid = self._pid_limit = int(raw.get("producer_id_limit", 0))
+        if not self._cluster_id:
+            self._cluster_id = uuid.uuid4().hex[:22]
+        self._save()
+
+    def _save(self) -> None:
+        doc = {
+            "cluster_id": self._cluster_id,
+            "producer_id_limit": self._pid_limit,
+            "topics": [t.to_json() for t in self._topics.values()],
+        }
+        tmp = self._path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self._path)
+
+    def cluster_id(self) -> str:
+        return self._cluster_id
+
+    def topics(self) -> dict[str, TopicMeta]:
+        return dict(self._topics)
+
+    def put_topic(self, topic: TopicMeta) -> None:
+        self._topics[topic.name] = topic
+        self._save()
+
+    def delete_topic(self, name: str) -> None:
+        if self._topics.pop(name, None) is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+        self._save()
+
+    def allocate_producer_id(self) -> int:
+        if self._next_pid >= self._pid_limit:
+            self._pid_limit = self._next_pid + self._BLOCK
+            self._save()
+        pid = self._next_pid
+        self._next_pid += 1
+        return pid

@@ -1,0 +1,1 @@
+"""`brook dev up`: a local cluster for development, with sensible defaults."""

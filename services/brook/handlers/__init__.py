@@ -1,0 +1,34 @@
+"""One module per API family; HANDLERS maps API keys to them and defines what is advertised."""
+
+from __future__ import annotations
+
+from brook.protocol.versions import ApiKey, advertised
+
+from .api_versions import make_api_versions_handler
+from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from .context import Body, Handler
+from .fetch import handle_fetch
+from .list_offsets import handle_list_offsets
+from .metadata import handle_describe_cluster, handle_metadata
+from .produce import handle_produce
+from .producer_ids import handle_init_producer_id
+from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+}
+ADVERTISED: dict[int, tuple[int, int]] = advertised([*HANDLERS, ApiKey.API_VERSIONS])
+HANDLERS[ApiKey.API_VERSIONS] = make_api_versions_handler(ADVERTISED)
+
+__all__ = ["ADVERTISED", "HANDLERS", "Body", "Handler"]

@@ -1,0 +1,203 @@
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics (and a read-only broker view)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from brook.broker.broker import Broker
+from brook.config import TOPIC_CONFIGS, validate_topic_config
+from brook.protocol import messages
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.frames import RequestHeader
+from brook.protocol.versions import ApiKey
+
+from .context import Body
+
+TOPIC, BROKER = 2, 4
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+_TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def config_entries(
+    overrides: Mapping[str, str],
+    broker_defaults: Mapping[str, str],
+    _cfg: object,
+    keys: list[str] | None,
+    synonyms: bool,
+    documentation: bool,
+) -> list[dict[str, Any]]:
+    """Effective topic configs with where each value comes from, as DescribeConfigs reports them."""
+    out = []
+    for name, d in TOPIC_CONFIGS.items():
+        if keys is not None and name not in keys:
+            continue
+        chain: list[tuple[str, int]] = []
+        if name in overrides:
+            chain.append((overrides[name], SOURCE_TOPIC))
+        if name in broker_defaults:
+            chain.append((broker_defaults[name], SOURCE_STATIC_BROKER))
+        chain.append((d.default, SOURCE_DEFAULT))
+        value, source = chain[0]
+        out.append(
+            {
+                "name": name,
+                "value": value,
+                "read_only": False,
+                "config_source": source,
+                "is_default": source == SOURCE_DEFAULT,
+                "is_sensitive": False,
+                "synonyms": [{"name": name, "value": v, "source": s} for v, s in chain] if synonyms else [],
+                "config_type": _TYPES[d.type],
+                "documentation": d.doc if documentation else None,
+            }
+        )
+    return out
+
+
+def _broker_entries(broker: Broker) -> list[dict[str, Any]]:
+    s = broker.settings
+    static = {
+        "broker.id": str(s.node_id),
+        "auto.create.topics.enable": str(s.auto_create_topics).lower(),
+        "num.partitions": str(s.num_partitions),
+        "default.replication.factor": str(s.default_replication_factor),
+        "socket.request.max.bytes": str(s.max_request_bytes),
+        "log.dirs": str(s.data_dir),
+    }
+    return [
+        {
+            "name": k,
+            "value": v,
+            "read_only": True,
+            "config_source": SOURCE_STATIC_BROKER,
+            "is_default": False,
+            "is_sensitive": False,
+            "synonyms": [],
+            "config_type": 2,
+            "documentation": None,
+        }
+        for k, v in static.items()
+    ]
+
+
+async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
+    version = hdr.api_version
+    req = messages.decode_request(ApiKey.DESCRIBE_CONFIGS, version, hdr.body)
+    results: list[dict[str, Any]] = []
+    for r in req.resources:
+        keys = list(r.configuration_keys) if r.configuration_keys is not None else None
+        entry: dict[str, Any] = {
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+            "configs": [],
+        }
+        if r.resource_type == TOPIC:
+            meta = broker.replicas.topic(r.resource_name)
+            if meta is None:
+                entry.update(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"topic '{r.resource_name}' does not exist",
+                )
+            else:
+                entry.update(
+                    error_code=0,
+                    error_message=None,
+                    configs=config_entries(
+                        meta.configs,
+                        broker.settings.topic_defaults,
+                        None,
+                        keys,
+                        bool(getattr(req, "include_synonyms", False)),
+                        bool(getattr(req, "include_documentation", False)),
+                    ),
+                )
+        elif r.resource_type == BROKER:
+            entry.update(
+                error_code=0,
+                error_message=None,
+                configs=[c for c in _broker_entries(broker) if keys is None or c["name"] in keys],
+            )
+        else:
+            entry.update(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"resource type {r.resource_type} is not supported",
+            )
+        results.append(entry)
+    return messages.encode_response(
+        ApiKey.DESCRIBE_CONFIGS, version, {"throttle_time_ms": 0, "results": results}
+    )
+
+
+def _alter(broker: Broker, resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> None:
+    if resource_type != TOPIC:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
+    if broker.replicas.topic(name) is None:
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+    for k, v in new.items():
+        if (err := validate_topic_config(k, v)) is not None:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, err)
+    if not validate_only:
+        broker.replicas.set_topic_configs(name, new)
+
+
+def _alter_each(
+    broker: Broker, req: Any, new_configs: Callable[[Any], dict[str, str]]
+) -> list[dict[str, Any]]:
+    """Apply `new_configs(resource)` to each resource; one result (error or not) per resource."""
+    results: list[dict[str, Any]] = []
+    for r in req.resources:
+        result = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": r.resource_type,
+            "resource_name": r.resource_name,
+        }
+        try:
+            _alter(broker, r.resource_type, r.resource_name, new_configs(r), bool(req.validate_only))
+        except KafkaError as e:
+            result.update(error_code=e.code, error_message=e.message)
+        results.append(result)
+    return results
+
+
+def _incremental(broker: Broker, r: Any) -> dict[str, str]:
+    meta = broker.replicas.topic(r.resource_name) if r.resource_type == TOPIC else None
+    current = dict(meta.configs) if meta else {}
+    for c in r.configs:
+        d = TOPIC_CONFIGS.get(c.name)
+        if c.config_operation == SET:
+            current[c.name] = c.value
+        elif c.config_operation == DELETE:
+            current.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT) and d is not None and d.type == "list":
+            items = [x for x in current.get(c.name, d.default).split(",") if x]
+            delta = [x for x in (c.value or "").split(",") if x]
+            if c.config_operation == APPEND:
+                items += [x for x in delta if x not in items]
+            else:
+                items = [x for x in items if x not in delta]
+            current[c.name] = ",".join(items)
+        else:
+            raise KafkaError(
+                ErrorCode.INVALID_CONFIG, f"operation {c.config_operation} is not valid for {c.name}"
+            )
+    return current
+
+
+async def handle_incremental_alter_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
+    req = messages.decode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, hdr.api_version, hdr.body)
+    results = _alter_each(broker, req, lambda r: _incremental(broker, r))
+    return messages.encode_response(
+        ApiKey.INCREMENTAL_ALTER_CONFIGS, hdr.api_version, {"throttle_time_ms": 0, "responses": results}
+    )
+
+
+async def handle_alter_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
+    req = messages.decode_request(ApiKey.ALTER_CONFIGS, hdr.api_version, hdr.body)
+    # AlterConfigs replaces the whole set of overrides.
+    results = _alter_each(broker, req, lambda r: {c.name: c.value for c in r.configs if c.value is not None})
+    return messages.encode_response(
+        ApiKey.ALTER_CONFIGS, hdr.api_version, {"throttle_time_ms": 0, "responses": results}
+    )

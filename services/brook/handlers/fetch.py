@@ -1,0 +1,96 @@
+"""Fetch: reads are file ranges of segments; large ones leave as sendfile, small ones as bytes.
+
+Long polling: when less than min.bytes is available the request waits (up to max.wait.ms) for an
+append on any partition it asked for, then reads again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from brook.broker.broker import Broker
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.fetch import (
+    FetchPartitionResult,
+    FetchRequest,
+    FetchTopicResult,
+    RecordsRef,
+    decode_fetch_request,
+    encode_fetch_response,
+)
+from brook.protocol.frames import RequestHeader
+
+from .context import Body
+
+# Below this a pread into the response is cheaper than a sendfile round of its own.
+SENDFILE_MIN_BYTES = 64 * 1024
+
+
+def _read(
+    broker: Broker, req: FetchRequest, version: int
+) -> tuple[list[FetchTopicResult], int, list[tuple[str, int]]]:
+    remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
+    topics: list[FetchTopicResult] = []
+    total = 0
+    watched: list[tuple[str, int]] = []
+    for ft in req.topics:
+        if version >= 13:
+            meta = broker.replicas.topic_by_id(ft.topic_id or b"")
+            name = meta.name if meta else ""
+            missing = ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            name = ft.name or ""
+            meta = broker.replicas.topic(name)
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        parts: list[FetchPartitionResult] = []
+        for fp in ft.partitions:
+            if meta is None:
+                parts.append(FetchPartitionResult(fp.partition, missing, -1, -1, -1, None))
+                continue
+            try:
+                p = broker.replicas.partition(name, fp.partition)
+                hw = p.high_watermark
+                limit = min(fp.partition_max_bytes, remaining)
+                records: bytes | RecordsRef | None = None
+                if limit > 0 or total == 0:
+                    s = p.log.read(fp.fetch_offset, max(limit, 0), max_offset=hw, min_one=total == 0)
+                    if s is not None:
+                        records = s if s.size >= SENDFILE_MIN_BYTES else s.read()
+                        total += s.size
+                        remaining -= s.size
+                watched.append((name, fp.partition))
+                parts.append(FetchPartitionResult(fp.partition, 0, hw, hw, p.log.log_start_offset, records))
+            except KafkaError as e:
+                parts.append(FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None))
+        topics.append(FetchTopicResult(name, meta.topic_id if meta else (ft.topic_id or bytes(16)), parts))
+    return topics, total, watched
+
+
+async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
+    version = hdr.api_version
+    req = decode_fetch_request(version, hdr.body)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000
+    while True:
+        topics, total, watched = _read(broker, req, version)
+        timeout = deadline - loop.time()
+        if req.min_bytes <= 0 or (total > 0 and total >= req.min_bytes) or timeout <= 0 or not watched:
+            break
+        # Wait for an append to any watched partition, then read again.
+        fut: asyncio.Future[None] = loop.create_future()
+        parts = []
+        for topic, index in watched:
+            try:
+                p = broker.replicas.partition(topic, index)
+            except KafkaError:
+                continue
+            p.add_waiter(fut)
+            parts.append(p)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for p in parts:
+                p.remove_waiter(fut)
+    return encode_fetch_response(version, topics)

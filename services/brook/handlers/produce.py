@@ -1,0 +1,40 @@
+"""Produce: records go to the partition logs as opaque batches (only batch headers are parsed)."""
+
+from __future__ import annotations
+
+from brook.broker.broker import Broker
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.frames import RequestHeader
+from brook.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+
+from .context import Body
+
+
+async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
+    version = hdr.api_version
+    req = decode_produce_request(version, hdr.body)
+    results: list[tuple[str, list[PartitionProduceResult]]] = []
+    bad_acks = req.acks not in (0, 1, -1)
+    for topic in req.topics:
+        out: list[PartitionProduceResult] = []
+        for part in topic.partitions:
+            try:
+                if bad_acks:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {req.acks}"
+                    )
+                if part.records is None:
+                    raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "records are null")
+                p = broker.replicas.partition(topic.name, part.index)
+                r = p.append(part.records)
+                out.append(
+                    PartitionProduceResult(
+                        part.index, 0, r.base_offset, r.log_append_time, r.log_start_offset
+                    )
+                )
+            except KafkaError as e:
+                out.append(PartitionProduceResult(part.index, e.code, -1, -1, -1, e.message))
+        results.append((topic.name, out))
+    if req.acks == 0:
+        return None
+    return encode_produce_response(version, results)

@@ -1,0 +1,34 @@
+"""InitProducerId for idempotent producers (transactions are not supported)."""
+
+from __future__ import annotations
+
+from brook.broker.broker import Broker
+from brook.protocol import messages
+from brook.protocol.errors import ErrorCode
+from brook.protocol.frames import RequestHeader
+from brook.protocol.versions import ApiKey
+
+from .context import Body
+
+_EPOCH_MAX = 32767
+
+
+async def handle_init_producer_id(broker: Broker, hdr: RequestHeader) -> Body | None:
+    version = hdr.api_version
+    req = messages.decode_request(ApiKey.INIT_PRODUCER_ID, version, hdr.body)
+    fields: dict[str, object] = {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "producer_id": -1,
+        "producer_epoch": -1,
+    }
+    if req.transactional_id is not None:
+        fields["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    else:
+        pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
+        if pid >= 0 and 0 <= epoch < _EPOCH_MAX:
+            # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
+            fields.update(producer_id=pid, producer_epoch=epoch + 1)
+        else:
+            fields.update(producer_id=broker.store.allocate_producer_id(), producer_epoch=0)
+    return messages.encode_response(ApiKey.INIT_PRODUCER_ID, version, fields)

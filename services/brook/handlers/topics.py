@@ -1,0 +1,104 @@
+"""CreateTopics, DeleteTopics, CreatePartitions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brook.broker.broker import Broker
+from brook.protocol import messages
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.frames import RequestHeader
+from brook.protocol.versions import ApiKey
+
+from .configs import config_entries
+from .context import ZERO_UUID, Body, as_uuid, uuid_bytes
+
+
+async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | None:
+    version = hdr.api_version
+    req = messages.decode_request(ApiKey.CREATE_TOPICS, version, hdr.body)
+    results: list[dict[str, Any]] = []
+    for t in req.topics:
+        configs = {c.name: c.value for c in t.configs}
+        entry: dict[str, Any] = {
+            "name": t.name,
+            "topic_id": ZERO_UUID,
+            "num_partitions": -1,
+            "replication_factor": -1,
+        }
+        try:
+            if t.assignments:
+                n, rf = len(t.assignments), len(t.assignments[0].broker_ids)
+            else:
+                n, rf = t.num_partitions, t.replication_factor
+            if req.validate_only:
+                n, rf = broker.replicas.validate_new_topic(t.name, n, rf, configs)
+                entry.update(error_code=0, error_message=None, num_partitions=n, replication_factor=rf)
+            else:
+                meta = broker.create_topic(t.name, n, rf, configs)
+                cfg = broker.replicas.topic_config(meta)
+                entry.update(
+                    error_code=0,
+                    error_message=None,
+                    topic_id=as_uuid(meta.topic_id),
+                    num_partitions=meta.partitions,
+                    replication_factor=meta.replication_factor,
+                    configs=[
+                        {
+                            k: v
+                            for k, v in c.items()
+                            if k in ("name", "value", "read_only", "config_source", "is_sensitive")
+                        }
+                        for c in config_entries(
+                            meta.configs, broker.settings.topic_defaults, cfg, None, False, False
+                        )
+                    ],
+                )
+        except KafkaError as e:
+            entry.update(error_code=e.code, error_message=e.message)
+        results.append(entry)
+    return messages.encode_response(ApiKey.CREATE_TOPICS, version, {"throttle_time_ms": 0, "topics": results})
+
+
+async def handle_delete_topics(broker: Broker, hdr: RequestHeader) -> Body | None:
+    version = hdr.api_version
+    req = messages.decode_request(ApiKey.DELETE_TOPICS, version, hdr.body)
+    targets: list[tuple[str | None, bytes]] = []
+    if version >= 6:
+        targets = [(t.name, uuid_bytes(t.topic_id)) for t in req.topics]
+    else:
+        targets = [(name, bytes(16)) for name in req.topic_names]
+    results: list[dict[str, Any]] = []
+    for name, tid in targets:
+        try:
+            if name is None:
+                meta = broker.replicas.topic_by_id(tid)
+                if meta is None:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {as_uuid(tid)}")
+                name = meta.name
+            meta = broker.replicas.delete_topic(name)
+            results.append(
+                {"name": name, "topic_id": as_uuid(meta.topic_id), "error_code": 0, "error_message": None}
+            )
+        except KafkaError as e:
+            results.append(
+                {"name": name, "topic_id": as_uuid(tid), "error_code": e.code, "error_message": e.message}
+            )
+    return messages.encode_response(
+        ApiKey.DELETE_TOPICS, version, {"throttle_time_ms": 0, "responses": results}
+    )
+
+
+async def handle_create_partitions(broker: Broker, hdr: RequestHeader) -> Body | None:
+    version = hdr.api_version
+    req = messages.decode_request(ApiKey.CREATE_PARTITIONS, version, hdr.body)
+    results: list[dict[str, Any]] = []
+    for t in req.topics:
+        try:
+            broker.replicas.add_partitions(t.name, t.count, bool(req.validate_only))
+            results.append({"name": t.name, "error_code": 0, "error_message": None})
+        except KafkaError as e:
+            results.append({"name": t.name, "error_code": e.code, "error_message": e.message})
+    return messages.encode_response(
+        ApiKey.CREATE_PARTITIONS, version, {"throttle_time_ms": 0, "results": results}
+    )

@@ -1,0 +1,36 @@
+"""From a parsed request header to response bytes: pick the handler, check the version, frame it."""
+
+from __future__ import annotations
+
+import logging
+
+from brook.broker.broker import Broker
+from brook.handlers import ADVERTISED, HANDLERS, Body
+from brook.protocol.fetch import RecordsRef, chunks_size
+from brook.protocol.frames import RequestHeader, response_prefix
+from brook.protocol.versions import ApiKey, response_is_flexible
+
+log = logging.getLogger(__name__)
+
+
+class CloseConnection(Exception):
+    """The request cannot be answered on this connection (Kafka closes it too)."""
+
+
+async def dispatch(broker: Broker, hdr: RequestHeader) -> list[bytes | RecordsRef] | None:
+    """Framed response pieces for one request, or None when no response is due."""
+    handler = HANDLERS.get(hdr.api_key)
+    if handler is None:
+        raise CloseConnection(f"unknown API key {hdr.api_key}")
+    lo, hi = ADVERTISED[hdr.api_key]
+    if not lo <= hdr.api_version <= hi and hdr.api_key != ApiKey.API_VERSIONS:
+        # Clients negotiate through ApiVersions first; a version outside it cannot be encoded.
+        raise CloseConnection(f"unsupported version {hdr.api_version} of API {ApiKey(hdr.api_key).name}")
+    body: Body | None = await handler(broker, hdr)
+    if body is None:
+        return None
+    flexible = response_is_flexible(hdr.api_key, hdr.api_version)
+    if isinstance(body, bytes):
+        return [response_prefix(hdr.correlation_id, flexible, len(body)), body]
+    prefix = response_prefix(hdr.correlation_id, flexible, chunks_size(body))
+    return [prefix, *body]
