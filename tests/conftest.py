@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.broker import BrokerProcess
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One real broker process per test module, on a free loopback port."""
+    root: Path = tmp_path_factory.mktemp("broker")
+    b = BrokerProcess(root / "data", args=["--num-partitions", "3"]).start()
+    try:
+        yield b
+    finally:
+        b.stop()

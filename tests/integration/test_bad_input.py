@@ -1,0 +1,223 @@
+"""Bad input over a raw socket gets the right Kafka answer, and the broker keeps serving."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+
+from brook.handlers import ADVERTISED
+from brook.protocol.errors import ErrorCode
+from brook.protocol.versions import request_is_flexible
+from tests.support.broker import BrokerProcess
+from tests.support.raw import RawClient
+from tests.support.records import batch
+
+pytestmark = pytest.mark.slow
+
+
+def create(c: RawClient, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> int:
+    T = CreateTopicsRequest
+    req = T(
+        topics=[
+            T.CreatableTopic(
+                name=name,
+                num_partitions=partitions,
+                replication_factor=1,
+                assignments=[],
+                configs=[
+                    T.CreatableTopic.CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()
+                ],
+            )
+        ],
+        timeout_ms=5000,
+        validate_only=False,
+    )
+    return int(c.request(req, 5).topics[0].error_code)
+
+
+def produce(
+    c: RawClient, topic: str, records: bytes, partition: int = 0, version: int = 9
+) -> tuple[int, int]:
+    P = ProduceRequest
+    req = P(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=5000,
+        topic_data=[
+            P.TopicProduceData(
+                name=topic,
+                partition_data=[P.TopicProduceData.PartitionProduceData(index=partition, records=records)],
+            )
+        ],
+    )
+    r = c.request(req, version).responses[0].partition_responses[0]
+    return int(r.error_code), int(r.base_offset)
+
+
+def fetch(c: RawClient, topic: str, offset: int, version: int = 11) -> tuple[int, int, bytes | None]:
+    F = FetchRequest
+    req = F(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            F.FetchTopic(
+                topic=topic,
+                partitions=[
+                    F.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    p = c.request(req, version).responses[0].partitions[0]
+    return int(p.error_code), int(p.high_watermark), p.records
+
+
+def test_malformed_frame_closes_only_that_connection(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as bad, RawClient(broker.bootstrap) as good:
+        bad.send_frame(b"\x00\x03\x00")  # a truncated request header
+        assert bad.is_closed()
+        r = good.request(ApiVersionsRequest(), 0)
+        assert r.error_code == 0
+
+
+def test_frame_over_the_size_limit_is_refused(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as c:
+        c.sock.sendall(struct.pack(">i", 200 * 1024 * 1024) + b"\x00" * 100)
+        assert c.is_closed()
+    with RawClient(broker.bootstrap) as c:
+        assert c.request(ApiVersionsRequest(), 0).error_code == 0
+
+
+def test_unknown_api_version_gets_unsupported_version(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as c:
+        # An ApiVersions request at version 99: the answer is a v0 body with UNSUPPORTED_VERSION.
+        c.send_frame(struct.pack(">hhih", 18, 99, 7, 4) + b"test")
+        frame = c.read_frame()
+        cid, err = struct.unpack_from(">ih", frame)
+        assert (cid, err) == (7, ErrorCode.UNSUPPORTED_VERSION)
+        # ... and lists what is supported, so the client can retry.
+        assert struct.unpack_from(">i", frame, 6)[0] > 5
+
+
+def test_bad_crc_is_corrupt_message_and_not_stored(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as c:
+        assert create(c, "crc") == 0
+        good = batch([b"a", b"b"])
+        bad = bytearray(good)
+        bad[-1] ^= 0xFF
+        assert produce(c, "crc", bytes(bad))[0] == ErrorCode.CORRUPT_MESSAGE
+        assert produce(c, "crc", good) == (0, 0)
+        err, hw, _ = fetch(c, "crc", 0)
+        assert (err, hw) == (0, 2)
+
+
+def test_oversized_batch_is_message_too_large(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as c:
+        assert create(c, "big", configs={"max.message.bytes": "1000"}) == 0
+        assert produce(c, "big", batch([b"x" * 2000]))[0] == ErrorCode.MESSAGE_TOO_LARGE
+        assert produce(c, "big", batch([b"x" * 100])) == (0, 0)
+
+
+def test_unknown_topic(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as c:
+        assert produce(c, "no-such-topic", batch([b"a"]))[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert fetch(c, "no-such-topic", 0)[0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        M = MetadataRequest
+        r = c.request(
+            M(
+                topics=[M.MetadataRequestTopic(name="still-none")],
+                allow_auto_topic_creation=False,
+                include_topic_authorized_operations=False,
+            ),
+            9,
+        )
+        assert r.topics[0].error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_invalid_topic_name(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as c:
+        assert create(c, "bad name!") == ErrorCode.INVALID_TOPIC_EXCEPTION
+        assert create(c, "x" * 250) == ErrorCode.INVALID_TOPIC_EXCEPTION
+        M = MetadataRequest
+        r = c.request(
+            M(
+                topics=[M.MetadataRequestTopic(name="bad/name")],
+                allow_auto_topic_creation=True,
+                include_topic_authorized_operations=False,
+            ),
+            9,
+        )
+        assert r.topics[0].error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+def test_fetch_outside_the_log_is_offset_out_of_range(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as c:
+        assert create(c, "range") == 0
+        assert produce(c, "range", batch([b"a", b"b", b"c"])) == (0, 0)
+        assert fetch(c, "range", 3)[0] == 0  # the log end: empty, not an error
+        assert fetch(c, "range", 4)[0] == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert fetch(c, "range", -5)[0] == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def test_idempotent_retry_is_not_duplicated(broker: BrokerProcess) -> None:
+    with RawClient(broker.bootstrap) as c:
+        assert create(c, "idem") == 0
+        init = c.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000), 1)
+        pid, epoch = int(init.producer_id), int(init.producer_epoch)
+        assert init.error_code == 0 and pid >= 0
+        first = batch([b"a", b"b"], producer_id=pid, producer_epoch=epoch, base_sequence=0)
+        assert produce(c, "idem", first) == (0, 0)
+        assert produce(c, "idem", first) == (0, 0)  # the retry is answered with the original offset
+        second = batch([b"c"], producer_id=pid, producer_epoch=epoch, base_sequence=2)
+        assert produce(c, "idem", second) == (0, 2)
+        gap = batch([b"d"], producer_id=pid, producer_epoch=epoch, base_sequence=7)
+        assert produce(c, "idem", gap)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert fetch(c, "idem", 0)[1] == 3  # three records, not five
+        for seq in range(3, 9):  # push the first batch out of the five the broker remembers
+            assert (
+                produce(c, "idem", batch([b"n"], producer_id=pid, producer_epoch=epoch, base_sequence=seq))[0]
+                == 0
+            )
+        assert produce(c, "idem", first)[0] == ErrorCode.DUPLICATE_SEQUENCE_NUMBER
+        assert fetch(c, "idem", 0)[1] == 9
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    api=st.sampled_from(sorted(ADVERTISED.items())),
+    version_pick=st.integers(0, 100),
+    body=st.binary(max_size=300),
+)
+def test_fuzzed_requests_never_take_the_broker_down(
+    broker: BrokerProcess, api: tuple[int, tuple[int, int]], version_pick: int, body: bytes
+) -> None:
+    key, (lo, hi) = api
+    version = lo + version_pick % (hi - lo + 1)
+    flexible_header = b"\x00" if request_is_flexible(key, version) else b""
+    with RawClient(broker.bootstrap, timeout=5) as c:
+        c.send_frame(struct.pack(">hhih", key, version, 1, 4) + b"fuzz" + flexible_header + body)
+        with contextlib.suppress(OSError):  # an answer or a closed connection are both fine
+            c.read_frame()
+    with RawClient(broker.bootstrap) as c:
+        assert c.request(ApiVersionsRequest(), 0).error_code == 0

@@ -1,0 +1,132 @@
+"""Compression stored as sent, kill -9 durability, retention, against a real broker process."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from brook.protocol.batch import iter_headers
+from tests.integration.test_clients import check_same, confluent_consume, create_topic, make_records
+from tests.support.broker import BrokerProcess
+
+pytestmark = pytest.mark.slow
+
+CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def compressible(n: int) -> list[tuple[bytes | None, bytes, list[tuple[str, bytes]]]]:
+    # Clients send a batch uncompressed when compression would not shrink it: give them text.
+    return [(k, v + b"the quick brown fox " * 10, h) for k, v, h in make_records(n, 4)]
+
+
+def stored_codecs(data_dir: Path, topic: str) -> set[int]:
+    codecs = set()
+    for seg in data_dir.glob(f"{topic}-*/*.log"):
+        codecs |= {h.attributes & 0x07 for _, h in iter_headers(seg.read_bytes())}
+    return codecs
+
+
+LIBRDKAFKA_CODECS = [
+    pytest.param(
+        c, marks=pytest.mark.xfail(strict=True, reason="librdkafka enables LZ4 only with FindCoordinator")
+    )
+    if c == "lz4"
+    else c
+    for c in sorted(CODECS)
+]
+
+
+@pytest.mark.parametrize("codec", LIBRDKAFKA_CODECS)
+def test_librdkafka_compression_is_stored_as_sent(broker: BrokerProcess, codec: str) -> None:
+    topic = f"lz-{codec}"
+    create_topic(broker.bootstrap, topic)
+    sent = compressible(200)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 20})
+    for k, v, h in sent:
+        p.produce(topic, v, k, headers=h)
+    assert p.flush(30) == 0
+    check_same(sent, confluent_consume(broker.bootstrap, topic, 3, len(sent)))
+    assert stored_codecs(broker.data_dir, topic) == {CODECS[codec]}
+
+
+@pytest.mark.parametrize("codec", sorted(CODECS))
+def test_kafka_python_compression_is_stored_as_sent(broker: BrokerProcess, codec: str) -> None:
+    from kafka import KafkaProducer
+
+    topic = f"kpz-{codec}"
+    create_topic(broker.bootstrap, topic)
+    sent = compressible(200)
+    prod = KafkaProducer(bootstrap_servers=broker.bootstrap, compression_type=codec, linger_ms=20)
+    for f in [prod.send(topic, value=v, key=k, headers=h) for k, v, h in sent]:
+        f.get(timeout=30)
+    prod.close()
+    check_same(sent, confluent_consume(broker.bootstrap, topic, 3, len(sent)))
+    assert stored_codecs(broker.data_dir, topic) == {CODECS[codec]}
+
+
+def test_kill_9_keeps_every_acknowledged_record(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        create_topic(b.bootstrap, "durable", partitions=2)
+        acked: list[tuple[int, int]] = []
+        p = Producer(
+            {"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 2, "enable.idempotence": True}
+        )
+
+        def on_delivery(err: object, msg: object) -> None:
+            if err is None:
+                acked.append((msg.partition(), msg.offset()))  # type: ignore[attr-defined]
+
+        for i in range(5000):
+            p.produce("durable", f"v{i}".encode(), f"k{i}".encode(), on_delivery=on_delivery)
+            if i % 500 == 0:
+                p.poll(0)
+        p.flush(30)
+        assert len(acked) == 5000
+        b.kill()
+        b.start()
+        got = confluent_consume(b.bootstrap, "durable", 2, 5000)
+        assert {(part, off) for part, off, *_ in got} >= set(acked)
+        assert sorted(v for *_, v, _ in got) == sorted(f"v{i}".encode() for i in range(5000))
+    finally:
+        b.stop()
+
+
+def _watermarks(bootstrap: str, topic: str) -> tuple[int, int]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "wm"})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        return int(low), int(high)
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("config", [{"retention.bytes": "3000"}, {"retention.ms": "1000"}])
+def test_retention_deletes_old_segments(tmp_path: Path, config: dict[str, str]) -> None:
+    b = BrokerProcess(tmp_path / "data", args=["--retention-check-interval-ms", "200"]).start()
+    try:
+        create_topic(b.bootstrap, "ret", partitions=1, config={"segment.bytes": "1000", **config})
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0})
+        for _i in range(60):
+            p.produce("ret", b"x" * 200, partition=0)
+            p.flush(10)
+        segments_before = len(list((b.data_dir / "ret-0").glob("*.log")))
+        assert segments_before > 10
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            low, high = _watermarks(b.bootstrap, "ret")
+            if low > 0 and len(list((b.data_dir / "ret-0").glob("*.log"))) < segments_before:
+                break
+            time.sleep(0.3)
+        low, high = _watermarks(b.bootstrap, "ret")
+        assert high == 60
+        assert 0 < low <= 60
+        # What is left is readable from the new log start offset.
+        got = confluent_consume(b.bootstrap, "ret", 1, high - low, extra={"auto.offset.reset": "earliest"})
+        assert len(got) == high - low
+        assert all(off >= low for _, off, *_ in got)
+    finally:
+        b.stop()
