@@ -17,3 +17,17 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
     finally:
         b.stop()
+
+
+# Groups form at once in tests (Kafka waits 3 s for more members of a new group).
+GROUP_ARGS = ["--group-initial-rebalance-delay-ms", "0", "--offsets-topic-partitions", "10"]
+
+
+@pytest.fixture(scope="module")
+def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """A broker tuned for consumer-group tests."""
+    b = BrokerProcess(tmp_path_factory.mktemp("groups") / "data", args=GROUP_ARGS).start()
+    try:
+        yield b
+    finally:
+        b.stop()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from brook.broker.settings import BrokerSettings
 from brook.dev.up import dev_up
+from brook.groups import GroupSettings
 from brook.server.runner import run
 
 
@@ -38,6 +39,13 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         retention_check_interval_ms=a.retention_check_interval_ms,
         event_loop=a.event_loop,
         topic_defaults=topic_defaults,
+        groups=GroupSettings(
+            offsets_topic_partitions=a.offsets_topic_partitions,
+            offsets_retention_minutes=a.offsets_retention_minutes,
+            offsets_retention_check_interval_ms=a.offsets_retention_check_interval_ms,
+            min_session_timeout_ms=a.group_min_session_timeout_ms,
+            initial_rebalance_delay_ms=a.group_initial_rebalance_delay_ms,
+        ),
     )
 
 
@@ -67,6 +75,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help="broker-wide default for a topic config, e.g. retention.ms=60000",
     )
+
+    g = GroupSettings()
+    b.add_argument(
+        "--offsets-topic-partitions",
+        type=int,
+        default=g.offsets_topic_partitions,
+        help="offsets.topic.num.partitions",
+    )
+    b.add_argument("--offsets-retention-minutes", type=int, default=g.offsets_retention_minutes)
+    b.add_argument(
+        "--offsets-retention-check-interval-ms", type=int, default=g.offsets_retention_check_interval_ms
+    )
+    b.add_argument("--group-min-session-timeout-ms", type=int, default=g.min_session_timeout_ms)
+    b.add_argument("--group-initial-rebalance-delay-ms", type=int, default=g.initial_rebalance_delay_ms)
 
     d = sub.add_parser("dev", help="local development cluster")
     dsub = d.add_subparsers(dest="dev_command", required=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from brook.groups import GroupCoordinator
+
+from .offsets_topic import OffsetsTopic
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
 from .topics import LocalMetadataStore, MetadataStore, TopicMeta
@@ -12,6 +15,7 @@ class Broker:
         self.settings = settings
         self.store: MetadataStore = store or LocalMetadataStore(settings.data_dir, settings.cluster_id)
         self.replicas = ReplicaManager(settings, self.store)
+        self.groups = GroupCoordinator(OffsetsTopic(self), settings.groups)
 
     @property
     def node_id(self) -> int:
@@ -30,6 +34,12 @@ class Broker:
         host, port = self.settings.advertised
         return [(self.settings.node_id, host, port, self.settings.rack)]
 
+    def endpoint(self, node_id: int) -> tuple[str, int] | None:
+        for n, host, port, _ in self.brokers():
+            if n == node_id:
+                return host, port
+        return None
+
     def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
         """(leader, leader epoch, replicas, ISR) of a partition as clients should see it."""
         p = self.replicas.partition(topic, index)
@@ -47,9 +57,15 @@ class Broker:
     ) -> TopicMeta:
         return self.replicas.create_topic(name, partitions, replication_factor, configs)
 
+    async def append_committed(self, topic: str, index: int, records: memoryview) -> int:
+        """Append as the leader and return once the write is committed (acks=all); the base offset."""
+        return self.replicas.partition(topic, index).append(records).base_offset
+
     async def start(self) -> None:
         self.replicas.open()
         self.replicas.start_timers()
+        self.groups.start()
 
     async def stop(self) -> None:
+        await self.groups.stop()
         await self.replicas.stop()

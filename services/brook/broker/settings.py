@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from brook.groups import GroupSettings
+
 
 @dataclass(slots=True)
 class BrokerSettings:
@@ -24,6 +26,7 @@ class BrokerSettings:
     flush_check_interval_ms: int = 1000  # log.flush.scheduler.interval.ms
     event_loop: str = "asyncio"  # asyncio (zero-copy sendfile) or uvloop (no loop.sendfile support)
     topic_defaults: dict[str, str] = field(default_factory=dict)  # broker-wide topic config defaults
+    groups: GroupSettings = field(default_factory=GroupSettings)
 
     @property
     def advertised(self) -> tuple[str, int]:

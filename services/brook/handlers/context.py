@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,6 +17,9 @@ Body = bytes | list[bytes | RecordsRef]
 Handler = Callable[[Broker, RequestHeader], Awaitable[Body | None]]
 
 ZERO_UUID = uuid.UUID(int=0)
+
+# The client's address, set by the connection's task (each connection runs in its own context).
+CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
 
 
 def uuid_bytes(value: Any) -> bytes:

@@ -1,0 +1,67 @@
+"""`__consumer_offsets` as the group coordinator sees it: the partitions this broker leads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from brook.groups.coordinator import OFFSETS_TOPIC
+from brook.protocol.batch import LOG_OVERHEAD, peek_offset_and_size
+from brook.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+_READ_CHUNK = 1024 * 1024
+
+
+class OffsetsTopic:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def ensure_topic(self, partitions: int, replication_factor: int) -> None:
+        try:
+            self._broker.create_topic(
+                OFFSETS_TOPIC,
+                partitions,
+                replication_factor,
+                {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
+            )
+        except KafkaError as e:
+            if e.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                raise
+
+    def topic_exists(self, topic: str) -> bool:
+        return self._broker.replicas.topic(topic) is not None
+
+    def is_local_leader(self, partition: int) -> bool:
+        try:
+            return self._broker.partition_state(OFFSETS_TOPIC, partition)[0] == self._broker.node_id
+        except KafkaError:
+            return False
+
+    async def append(self, partition: int, batch: bytes) -> None:
+        await self._broker.append_committed(OFFSETS_TOPIC, partition, memoryview(batch))
+
+    def read_batches(self, partition: int) -> Iterator[bytes]:
+        """Whole batches from the log start to its end, in chunks."""
+        plog = self._broker.replicas.partition(OFFSETS_TOPIC, partition).log
+        offset = plog.log_start_offset
+        while True:
+            s = plog.read(offset, _READ_CHUNK)
+            if s is None:
+                return
+            data = s.read()
+            pos, end, next_offset = 0, 0, offset
+            while pos + LOG_OVERHEAD <= len(data):
+                base, size = peek_offset_and_size(data, pos)
+                if pos + size > len(data):
+                    break
+                last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
+                next_offset = base + last_delta + 1
+                pos += size
+                end = pos
+            if end == 0:
+                return  # cannot happen with min_one reads; never loop forever
+            yield data[:end]
+            offset = next_offset

@@ -1,0 +1,215 @@
+"""FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, DescribeGroups, ListGroups, DeleteGroups."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brook.broker.broker import Broker
+from brook.groups.coordinator import OFFSETS_TOPIC
+from brook.groups.group import GroupState
+from brook.protocol import messages
+from brook.protocol.errors import ErrorCode
+from brook.protocol.frames import RequestHeader
+from brook.protocol.versions import ApiKey
+
+from .context import CLIENT_HOST, Body
+
+
+def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "key": key,
+        "node_id": -1,
+        "host": "",
+        "port": -1,
+        "error_code": 0,
+        "error_message": None,
+    }
+    if key_type != 0:
+        entry.update(
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transactions are not supported"
+        )
+        return entry
+    if not key:
+        entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="the group id is empty")
+        return entry
+    broker.groups.ensure_offsets_topic()
+    leader = broker.partition_state(OFFSETS_TOPIC, broker.groups.partition_for(key))[0]
+    endpoint = broker.endpoint(leader)
+    if endpoint is None:
+        entry.update(
+            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="the coordinator has no leader"
+        )
+        return entry
+    entry.update(node_id=leader, host=endpoint[0], port=endpoint[1])
+    return entry
+
+
+async def handle_find_coordinator(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.FIND_COORDINATOR, v, hdr.body)
+    key_type = getattr(req, "key_type", 0) or 0
+    if v >= 4:
+        coordinators = [_coordinator(broker, k, key_type) for k in req.coordinator_keys]
+        return messages.encode_response(
+            ApiKey.FIND_COORDINATOR, v, {"throttle_time_ms": 0, "coordinators": coordinators}
+        )
+    c = _coordinator(broker, req.key, key_type)
+    del c["key"]
+    return messages.encode_response(ApiKey.FIND_COORDINATOR, v, {"throttle_time_ms": 0, **c})
+
+
+async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.JOIN_GROUP, v, hdr.body)
+    result = await broker.groups.join(
+        req.group_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        req.protocol_type,
+        [(p.name, bytes(p.metadata)) for p in req.protocols],
+        req.session_timeout_ms,
+        getattr(req, "rebalance_timeout_ms", -1),
+        hdr.client_id or "",
+        CLIENT_HOST.get(),
+        require_known_member_id=v >= 4,
+    )
+    return messages.encode_response(
+        ApiKey.JOIN_GROUP,
+        v,
+        {
+            "throttle_time_ms": 0,
+            "error_code": result.error,
+            "generation_id": result.generation,
+            "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol if (result.protocol is not None or v >= 7) else "",
+            "leader": result.leader,
+            "member_id": result.member_id,
+            "members": [
+                {"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in result.members
+            ],
+        },
+    )
+
+
+async def handle_sync_group(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.SYNC_GROUP, v, hdr.body)
+    code, assignment, ptype, pname = await broker.groups.sync(
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        getattr(req, "protocol_type", None),
+        getattr(req, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
+    return messages.encode_response(
+        ApiKey.SYNC_GROUP,
+        v,
+        {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "protocol_type": ptype,
+            "protocol_name": pname,
+            "assignment": assignment,
+        },
+    )
+
+
+async def handle_heartbeat(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.HEARTBEAT, v, hdr.body)
+    code = broker.groups.heartbeat(
+        req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
+    )
+    return messages.encode_response(ApiKey.HEARTBEAT, v, {"throttle_time_ms": 0, "error_code": code})
+
+
+async def handle_leave_group(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.LEAVE_GROUP, v, hdr.body)
+    members: list[tuple[str, str | None]] = (
+        [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
+    )
+    code, per_member = broker.groups.leave(req.group_id, members)
+    if v < 3 and code == ErrorCode.NONE:
+        code = per_member[0]
+    return messages.encode_response(
+        ApiKey.LEAVE_GROUP,
+        v,
+        {
+            "throttle_time_ms": 0,
+            "error_code": code,
+            "members": [
+                {"member_id": m, "group_instance_id": i, "error_code": e}
+                for (m, i), e in zip(members, per_member, strict=True)
+            ],
+        },
+    )
+
+
+async def handle_describe_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.DESCRIBE_GROUPS, v, hdr.body)
+    out: list[dict[str, Any]] = []
+    for gid in req.groups:
+        code, group = broker.groups.describe(gid)
+        entry: dict[str, Any] = {
+            "error_code": code,
+            "group_id": gid,
+            "group_state": GroupState.DEAD.value,
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+        }
+        if group is not None:
+            protocol = group.protocol or ""
+            stable = group.is_(GroupState.STABLE)
+            entry.update(
+                group_state=group.state.value,
+                protocol_type=group.protocol_type or "",
+                protocol_data=protocol if stable else "",
+                members=[
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata_for(protocol) if stable else b"",
+                        "member_assignment": m.assignment if stable else b"",
+                    }
+                    for m in group.members.values()
+                ],
+            )
+        out.append(entry)
+    return messages.encode_response(ApiKey.DESCRIBE_GROUPS, v, {"throttle_time_ms": 0, "groups": out})
+
+
+async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.LIST_GROUPS, v, hdr.body)
+    states = {s.lower() for s in (getattr(req, "states_filter", None) or [])}
+    groups = [
+        {
+            "group_id": g.group_id,
+            "protocol_type": g.protocol_type or "",
+            "group_state": g.state.value,
+            "group_type": "classic",
+        }
+        for g in broker.groups.list_groups()
+        if not states or g.state.value.lower() in states
+    ]
+    return messages.encode_response(
+        ApiKey.LIST_GROUPS, v, {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
+    )
+
+
+async def handle_delete_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.DELETE_GROUPS, v, hdr.body)
+    results = await broker.groups.delete_groups(list(req.groups_names))
+    return messages.encode_response(
+        ApiKey.DELETE_GROUPS,
+        v,
+        {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": c} for g, c in results.items()]},
+    )

@@ -1,0 +1,110 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete: committed positions of consumer groups."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from brook.broker.broker import Broker
+from brook.groups.coordinator import OffsetCommit
+from brook.protocol import messages
+from brook.protocol.errors import ErrorCode
+from brook.protocol.frames import RequestHeader
+from brook.protocol.versions import ApiKey
+
+from .context import Body
+
+
+def _partition_exists(broker: Broker) -> Any:
+    def check(topic: str, partition: int) -> bool:
+        meta = broker.replicas.topic(topic)
+        return meta is not None and 0 <= partition < meta.partitions
+
+    return check
+
+
+async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.OFFSET_COMMIT, v, hdr.body)
+    commits = [
+        OffsetCommit(
+            t.name,
+            p.partition_index,
+            p.committed_offset,
+            getattr(p, "committed_leader_epoch", -1),
+            p.committed_metadata,
+        )
+        for t in req.topics
+        for p in t.partitions
+    ]
+    results = await broker.groups.commit_offsets(
+        req.group_id,
+        req.generation_id_or_member_epoch,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        commits,
+        _partition_exists(broker),
+    )
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in commits:
+        by_topic[c.topic].append(
+            {"partition_index": c.partition, "error_code": results[(c.topic, c.partition)]}
+        )
+    return messages.encode_response(
+        ApiKey.OFFSET_COMMIT,
+        v,
+        {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]},
+    )
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+    wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
+    code, rows = broker.groups.fetch_offsets(group_id, wanted)
+    if code != ErrorCode.NONE and wanted is not None:
+        rows = [(t, p, None) for t, ps in wanted for p in ps]
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for t, p, value in rows:
+        by_topic[t].append(
+            {
+                "partition_index": p,
+                "committed_offset": value.offset if value else -1,
+                "committed_leader_epoch": value.leader_epoch if value else -1,
+                "metadata": value.metadata if value else "",
+                "error_code": code if code != ErrorCode.NONE else 0,
+            }
+        )
+    return code, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+async def handle_offset_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.OFFSET_FETCH, v, hdr.body)
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            code, topics = _fetch_group(broker, g.group_id, g.topics)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        return messages.encode_response(ApiKey.OFFSET_FETCH, v, {"throttle_time_ms": 0, "groups": groups})
+    code, topics = _fetch_group(broker, req.group_id, req.topics)
+    return messages.encode_response(
+        ApiKey.OFFSET_FETCH, v, {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+    )
+
+
+async def handle_offset_delete(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.OFFSET_DELETE, v, hdr.body)
+    wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    code, results = await broker.groups.delete_offsets(req.group_id, wanted)
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (t, p), c in results.items():
+        by_topic[t].append({"partition_index": p, "error_code": c})
+    return messages.encode_response(
+        ApiKey.OFFSET_DELETE,
+        v,
+        {
+            "error_code": code,
+            "throttle_time_ms": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        },
+    )

@@ -1,0 +1,246 @@
+"""Consumer groups with real clients: queue and pub-sub, failover of a killed member, commits, lag."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from tests.conftest import GROUP_ARGS
+from tests.integration.test_clients import create_topic
+from tests.support.broker import BrokerProcess
+from tests.support.group_member import GroupMember, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def produce(bootstrap: str, topic: str, n: int, prefix: str = "v") -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic, f"{prefix}{i}".encode(), key=f"k{i}".encode())
+    assert p.flush(30) == 0
+
+
+def test_queue_and_pub_sub_with_a_killed_member(gbroker: BrokerProcess) -> None:
+    create_topic(gbroker.bootstrap, "T1", 4)
+    produce(gbroker.bootstrap, "T1", 400)
+    members: list[GroupMember] = []
+    try:
+        c1 = GroupMember(gbroker.bootstrap, "G1", "T1")
+        members.append(c1)
+        wait_for(lambda: c1.assigned == {0, 1, 2, 3}, 30, "C1 to own all 4 partitions")
+
+        c2 = GroupMember(gbroker.bootstrap, "G1", "T1")
+        members.append(c2)
+        wait_for(
+            lambda: (
+                len(c1.assigned) == 2 and len(c2.assigned) == 2 and c1.assigned | c2.assigned == {0, 1, 2, 3}
+            ),
+            30,
+            "2 + 2",
+        )
+
+        members += [GroupMember(gbroker.bootstrap, "G1", "T1") for _ in range(3)]
+
+        def one_idle() -> bool:
+            sizes = sorted(len(m.assigned) for m in members)
+            union = set().union(*(m.assigned for m in members))
+            return sizes == [0, 1, 1, 1, 1] and union == {0, 1, 2, 3}
+
+        wait_for(one_idle, 40, "4 members with one partition each and one idle")
+
+        # G2 gets every record, independently of G1.
+        g2 = GroupMember(gbroker.bootstrap, "G2", "T1")
+        wait_for(lambda: len(g2.records) >= 400, 30, "G2 to read all 400 records")
+        assert sorted(v for _, _, v in g2.records) == sorted(f"v{i}" for i in range(400))
+        g2.kill()
+
+        # Kill -9 a member that owns a partition: nobody leaves the group, the session times out.
+        victim = next(m for m in members if m.assigned)
+        lost = set(victim.assigned)
+        victim.kill()
+        survivors = [m for m in members if m is not victim]
+        wait_for(
+            lambda: (
+                set().union(*(m.assigned for m in survivors)) == {0, 1, 2, 3}
+                and sorted(len(m.assigned) for m in survivors) == [1, 1, 1, 1]
+            ),
+            40,
+            f"partitions {lost} to move to the survivors",
+        )
+        # Every record was consumed by G1 at least once.
+        consumed = {v for m in members for _, _, v in m.records}
+        assert consumed == {f"v{i}" for i in range(400)}
+    finally:
+        for m in members:
+            m.kill()
+
+
+def test_cooperative_sticky_moves_only_what_must_move(gbroker: BrokerProcess) -> None:
+    create_topic(gbroker.bootstrap, "coop", 4)
+    c1 = GroupMember(gbroker.bootstrap, "Gcoop", "coop", "cooperative-sticky")
+    c2: GroupMember | None = None
+    try:
+        wait_for(lambda: c1.assigned == {0, 1, 2, 3}, 30, "C1 to own all 4 partitions")
+        c2 = GroupMember(gbroker.bootstrap, "Gcoop", "coop", "cooperative-sticky")
+        wait_for(lambda: len(c1.assigned) == 2 and c2 is not None and len(c2.assigned) == 2, 30, "2 + 2")
+        # Incremental: C1 gave up exactly the two partitions C2 got, and kept the others all along.
+        assert c1.revoked == [sorted(c2.assigned)]
+    finally:
+        c1.kill()
+        if c2 is not None:
+            c2.kill()
+
+
+def test_commit_then_resume_after_the_last_commit(gbroker: BrokerProcess) -> None:
+    create_topic(gbroker.bootstrap, "resume", 2)
+    produce(gbroker.bootstrap, "resume", 100)
+    conf = {
+        "bootstrap.servers": gbroker.bootstrap,
+        "group.id": "Gres",
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "session.timeout.ms": 6000,
+    }
+    c = Consumer(conf)
+    c.subscribe(["resume"])
+    seen: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(seen) < 60 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            seen.append(m.value().decode())
+            if len(seen) == 50:
+                c.commit(asynchronous=False)
+    c.close()  # leaves the group; the 10 records after the commit are uncommitted
+    c = Consumer(conf)
+    c.subscribe(["resume"])
+    again: list[str] = []
+    deadline = time.monotonic() + 30
+    while len(again) < 50 and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            again.append(m.value().decode())
+    c.close()
+    assert set(seen[:50]).isdisjoint(again)  # committed records are not read again
+    assert set(seen) | set(again) == {f"v{i}" for i in range(100)}  # nothing lost
+    assert len(again) == 50  # at-least-once: only the uncommitted records come again
+
+
+def test_offsets_survive_a_broker_restart_and_lag_is_exact(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", args=GROUP_ARGS).start()
+    try:
+        create_topic(b.bootstrap, "lag", 3)
+        produce(b.bootstrap, "lag", 90)
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "Glag"})
+        c.commit(
+            offsets=[TopicPartition("lag", 0, 5), TopicPartition("lag", 1, 0), TopicPartition("lag", 2, 17)],
+            asynchronous=False,
+        )
+        c.close()
+        b.stop()
+        b.start()
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "Glag"})
+        committed = c.committed([TopicPartition("lag", p) for p in range(3)], timeout=10)
+        assert [tp.offset for tp in committed] == [5, 0, 17]
+        # KEDA's lag: ListOffsets latest - OffsetFetch, per partition.
+        ends = [c.get_watermark_offsets(TopicPartition("lag", p), timeout=10)[1] for p in range(3)]
+        c.close()
+        assert sum(ends) == 90
+        # The same numbers through another client (kafka-python's admin, as a lag exporter would).
+        from kafka import KafkaAdminClient, KafkaConsumer
+        from kafka import TopicPartition as KTP
+
+        admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        offsets = admin.list_group_offsets({"Glag": None})["Glag"]
+        admin.close()
+        kc = KafkaConsumer(bootstrap_servers=b.bootstrap)
+        end_offsets = kc.end_offsets([KTP("lag", p) for p in range(3)])
+        kc.close()
+        lag = {tp.partition: end_offsets[KTP("lag", tp.partition)] - om.offset for tp, om in offsets.items()}
+        assert lag == {0: ends[0] - 5, 1: ends[1], 2: ends[2] - 17}
+    finally:
+        b.stop()
+
+
+def test_kafka_python_and_aiokafka_groups(gbroker: BrokerProcess) -> None:
+    from aiokafka import AIOKafkaConsumer
+    from kafka import KafkaConsumer
+
+    create_topic(gbroker.bootstrap, "pyg", 2)
+    produce(gbroker.bootstrap, "pyg", 50)
+    kc = KafkaConsumer(
+        "pyg",
+        bootstrap_servers=gbroker.bootstrap,
+        group_id="Gpy",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=15000,
+    )
+    got = []
+    for m in kc:
+        got.append(m.value)
+        if len(got) == 50:
+            break
+    kc.commit()
+    kc.close()
+    assert len(got) == 50
+
+    async def aio() -> list[bytes]:
+        c = AIOKafkaConsumer(
+            "pyg",
+            bootstrap_servers=gbroker.bootstrap,
+            group_id="Gaio",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
+        await c.start()
+        out: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 30
+            while len(out) < 50 and time.monotonic() < deadline:
+                for recs in (await c.getmany(timeout_ms=500)).values():
+                    out += [r.value for r in recs]
+            await c.commit()
+            committed = await c.committed(next(iter(c.assignment())))
+            assert committed is not None and committed > 0
+        finally:
+            await c.stop()
+        return out
+
+    assert len(asyncio.run(aio())) == 50
+    # kafka-python's commit is visible to a new member of the same group: nothing is left to read.
+    kc = KafkaConsumer("pyg", bootstrap_servers=gbroker.bootstrap, group_id="Gpy", consumer_timeout_ms=3000)
+    assert [m for m in kc] == []
+    kc.close()
+
+
+def test_kcat_balanced_consumer(gbroker: BrokerProcess) -> None:
+    create_topic(gbroker.bootstrap, "kcg", 2)
+    produce(gbroker.bootstrap, "kcg", 40)
+    out = subprocess.run(
+        [
+            "kcat",
+            "-b",
+            gbroker.bootstrap,
+            "-G",
+            "Gkcat",
+            "-o",
+            "beginning",
+            "-e",
+            "-q",
+            "-f",
+            "%s\n",
+            "-X",
+            "session.timeout.ms=6000",
+            "kcg",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    assert sorted(out.split()) == sorted(f"v{i}" for i in range(40))

@@ -1,0 +1,209 @@
+"""The group coordinator's rules, driven directly (no network) over an in-memory offsets log."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+from brook.groups.coordinator import GroupCoordinator, GroupSettings, OffsetCommit, java_string_hash
+from brook.groups.group import GroupState
+from brook.protocol.errors import ErrorCode, KafkaError
+
+
+class MemoryOffsetsLog:
+    def __init__(self, partitions: int) -> None:
+        self.batches: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+        self.fail = False
+
+    def ensure_topic(self, partitions: int, replication_factor: int) -> None:
+        pass
+
+    def is_local_leader(self, partition: int) -> bool:
+        return True
+
+    def topic_exists(self, topic: str) -> bool:
+        return True
+
+    async def append(self, partition: int, batch: bytes) -> None:
+        if self.fail:
+            raise KafkaError(ErrorCode.NOT_ENOUGH_REPLICAS)
+        self.batches[partition].append(batch)
+
+    def read_batches(self, partition: int) -> Iterator[bytes]:
+        yield from self.batches[partition]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def coordinator(log: MemoryOffsetsLog | None = None, clock: Clock | None = None) -> GroupCoordinator:
+    # A short initial delay lets concurrent first joins form one generation, as real members would.
+    settings = GroupSettings(
+        offsets_topic_partitions=4, initial_rebalance_delay_ms=100, min_session_timeout_ms=10
+    )
+    c = GroupCoordinator(log or MemoryOffsetsLog(4), settings, clock or Clock())
+    for p in range(4):
+        c.load_partition(p)
+    return c
+
+
+async def join(
+    c: GroupCoordinator,
+    group: str,
+    member: str = "",
+    instance: str | None = None,
+    protocols: list[tuple[str, bytes]] | None = None,
+) -> tuple[str, int, ErrorCode]:
+    r = await c.join(
+        group,
+        member,
+        instance,
+        "consumer",
+        protocols or [("range", b"\x00\x00\x00\x00\x00\x00")],
+        10_000,
+        10_000,
+        "client",
+        "/127.0.0.1",
+        require_known_member_id=False,
+    )
+    return r.member_id, r.generation, r.error
+
+
+def test_java_string_hash_matches_kafka() -> None:
+    # Values printed by Java 17's String.hashCode() on this machine.
+    assert java_string_hash("") == 0
+    assert java_string_hash("my-group") == -1906497762
+    assert java_string_hash("consumer-group-ümlaut") == 1641023690
+    assert abs(java_string_hash("my-group")) % 50 == 12
+
+
+def test_commit_fetch_and_replay_from_the_log() -> None:
+    async def run() -> None:
+        log = MemoryOffsetsLog(4)
+        c = coordinator(log)
+        res = await c.commit_offsets(
+            "g", -1, "", None, [OffsetCommit("t", 0, 42, 3, "meta")], lambda t, p: True
+        )
+        assert res == {("t", 0): ErrorCode.NONE}
+        fresh = coordinator(log)  # a new coordinator (e.g. after a restart) reads the same log
+        code, rows = fresh.fetch_offsets("g", [("t", [0, 1])])
+        assert code == ErrorCode.NONE
+        assert [(t, p, v.offset if v else None, v.metadata if v else None) for t, p, v in rows] == [
+            ("t", 0, 42, "meta"),
+            ("t", 1, None, None),
+        ]
+
+    asyncio.run(run())
+
+
+def test_failed_append_is_not_acknowledged() -> None:
+    async def run() -> None:
+        log = MemoryOffsetsLog(4)
+        c = coordinator(log)
+        log.fail = True
+        res = await c.commit_offsets("g", -1, "", None, [OffsetCommit("t", 0, 1, -1, "")], lambda t, p: True)
+        assert res == {("t", 0): ErrorCode.NOT_ENOUGH_REPLICAS}
+        assert c.fetch_offsets("g", None) == (ErrorCode.NONE, [])
+
+    asyncio.run(run())
+
+
+def test_offsets_of_empty_groups_expire() -> None:
+    async def run() -> None:
+        clock = Clock()
+        log = MemoryOffsetsLog(4)
+        c = coordinator(log, clock)
+        await c.commit_offsets("old", -1, "", None, [OffsetCommit("t", 0, 1, -1, "")], lambda t, p: True)
+        clock.now += 3600
+        await c.commit_offsets("new", -1, "", None, [OffsetCommit("t", 0, 2, -1, "")], lambda t, p: True)
+        clock.now += c.settings.offsets_retention_minutes * 60 - 1800
+        assert await c.expire_offsets() == 1
+        assert c.fetch_offsets("old", None)[1] == []
+        assert len(c.fetch_offsets("new", None)[1]) == 1
+        assert coordinator(log, clock).fetch_offsets("old", None)[1] == []  # the tombstone is in the log
+
+    asyncio.run(run())
+
+
+def test_offsets_of_an_active_group_do_not_expire() -> None:
+    async def run() -> None:
+        clock = Clock()
+        c = coordinator(clock=clock)
+        member, gen, err = await join(c, "live")
+        assert err == ErrorCode.NONE
+        await c.sync("live", gen, member, None, None, None, {member: b"x"})
+        await c.commit_offsets(
+            "live", gen, member, None, [OffsetCommit("t", 0, 5, -1, "")], lambda t, p: True
+        )
+        clock.now += c.settings.offsets_retention_minutes * 60 * 2
+        assert await c.expire_offsets() == 0
+        await c.stop()
+
+    asyncio.run(run())
+
+
+def test_protocol_chosen_by_votes_among_common_ones() -> None:
+    async def run() -> None:
+        c = coordinator()
+        both = [("cooperative-sticky", b""), ("range", b"")]
+        t1 = asyncio.create_task(join(c, "votes", protocols=both))
+        t2 = asyncio.create_task(join(c, "votes", protocols=[("range", b""), ("cooperative-sticky", b"")]))
+        t3 = asyncio.create_task(join(c, "votes", protocols=both))
+        await asyncio.gather(t1, t2, t3)
+        _, group = c.describe("votes")
+        assert group is not None and group.protocol == "cooperative-sticky"
+        await c.stop()
+
+    asyncio.run(run())
+
+
+def test_static_member_restart_keeps_its_assignment_without_rebalance() -> None:
+    async def run() -> None:
+        c = coordinator()
+        a = asyncio.create_task(join(c, "static", instance="a"))
+        b = asyncio.create_task(join(c, "static", instance="b"))
+        (ma, gen, _), (mb, _, _) = await asyncio.gather(a, b)
+        _, group = c.describe("static")
+        assert group is not None
+        leader = group.leader
+        await asyncio.gather(
+            c.sync("static", gen, ma, "a", None, None, {ma: b"A", mb: b"B"} if leader == ma else {}),
+            c.sync("static", gen, mb, "b", None, None, {ma: b"A", mb: b"B"} if leader == mb else {}),
+        )
+        follower, instance, old_id = ("b", "b", mb) if leader == ma else ("a", "a", ma)
+        # The follower restarts with the same group.instance.id and no member id.
+        new_id, new_gen, err = await join(c, "static", instance=instance)
+        assert err == ErrorCode.NONE and new_gen == gen and new_id != old_id
+        assert group.state is GroupState.STABLE
+        code, assignment, _, _ = await c.sync("static", gen, new_id, instance, None, None, {})
+        assert (code, assignment) == (ErrorCode.NONE, b"B" if follower == "b" else b"A")
+        # The old incarnation is fenced.
+        assert c.heartbeat("static", gen, old_id, instance) == ErrorCode.FENCED_INSTANCE_ID
+        await c.stop()
+
+    asyncio.run(run())
+
+
+def test_delete_groups_only_when_empty() -> None:
+    async def run() -> None:
+        c = coordinator()
+        member, _, _ = await join(c, "busy")
+        await c.commit_offsets("idle", -1, "", None, [OffsetCommit("t", 0, 1, -1, "")], lambda t, p: True)
+        res = await c.delete_groups(["busy", "idle", "missing"])
+        assert res == {
+            "busy": ErrorCode.NON_EMPTY_GROUP,
+            "idle": ErrorCode.NONE,
+            "missing": ErrorCode.GROUP_ID_NOT_FOUND,
+        }
+        assert c.fetch_offsets("idle", None)[1] == []
+        _, per_member = c.leave("busy", [(member, None)])
+        assert per_member == [ErrorCode.NONE]
+        assert (await c.delete_groups(["busy"])) == {"busy": ErrorCode.NONE}
+        await c.stop()
+
+    asyncio.run(run())
