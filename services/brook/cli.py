@@ -37,6 +37,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         num_partitions=a.num_partitions,
         max_request_bytes=a.max_request_bytes,
         retention_check_interval_ms=a.retention_check_interval_ms,
+        cleaner_backoff_ms=a.log_cleaner_backoff_ms,
         event_loop=a.event_loop,
         topic_defaults=topic_defaults,
         groups=GroupSettings(
@@ -68,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--num-partitions", type=int, default=int(_env("NUM_PARTITIONS", "1") or 1))
     b.add_argument("--max-request-bytes", type=int, default=100 * 1024 * 1024)
     b.add_argument("--retention-check-interval-ms", type=int, default=300_000)
+    b.add_argument(
+        "--log-cleaner-backoff-ms", type=int, default=15_000, help="pause between compaction passes"
+    )
     b.add_argument("--event-loop", choices=("asyncio", "uvloop"), default=_env("EVENT_LOOP", "asyncio"))
     b.add_argument(
         "--topic-default",

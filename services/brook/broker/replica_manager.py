@@ -7,7 +7,7 @@ import contextlib
 import logging
 import shutil
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from brook.config import TopicConfig, validate_topic_config
@@ -38,12 +38,13 @@ class ReplicaManager:
         self._remove_deleted_dirs()
 
     def start_timers(self) -> None:
-        self._tasks.append(
-            asyncio.create_task(self._every(self.settings.retention_check_interval_ms, self.apply_retention))
-        )
-        self._tasks.append(
-            asyncio.create_task(self._every(self.settings.flush_check_interval_ms, self.flush_due))
-        )
+        s = self.settings
+        for interval_ms, fn in (
+            (s.retention_check_interval_ms, self.apply_retention),
+            (s.flush_check_interval_ms, self.flush_due),
+            (s.cleaner_backoff_ms, self.compact_due),
+        ):
+            self._tasks.append(asyncio.create_task(self._every(interval_ms, fn)))
 
     async def stop(self) -> None:
         for t in self._tasks:
@@ -57,8 +58,7 @@ class ReplicaManager:
             p.log.close()
         self._partitions.clear()
 
-    async def _every(self, interval_ms: int, fn: object) -> None:
-        assert callable(fn)
+    async def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:
         while True:
             await asyncio.sleep(interval_ms / 1000)
             try:
@@ -198,6 +198,24 @@ class ReplicaManager:
         for p in list(self._partitions.values()):
             deleted += p.log.apply_retention()
         return deleted
+
+    def compact_due(self) -> int:
+        """One cleaner pass over compacted partitions whose dirty ratio (or a tombstone) is due."""
+        cleaned = 0
+        for p in list(self._partitions.values()):
+            if p.log.config.compacted and p.log.compaction_due():
+                stats = p.log.compact()
+                cleaned += stats.segments_cleaned
+                if stats.records_removed:
+                    log.info(
+                        "compacted %s-%d: %d records removed, %d -> %d bytes",
+                        p.topic,
+                        p.index,
+                        stats.records_removed,
+                        stats.bytes_before,
+                        stats.bytes_after,
+                    )
+        return cleaned
 
     def flush_due(self) -> None:
         # Appends check flush.messages and flush.ms themselves; this catches partitions that went quiet.

@@ -24,6 +24,7 @@ class BrokerSettings:
     max_request_bytes: int = 100 * 1024 * 1024  # socket.request.max.bytes
     retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
     flush_check_interval_ms: int = 1000  # log.flush.scheduler.interval.ms
+    cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms
     event_loop: str = "asyncio"  # asyncio (zero-copy sendfile) or uvloop (no loop.sendfile support)
     topic_defaults: dict[str, str] = field(default_factory=dict)  # broker-wide topic config defaults
     groups: GroupSettings = field(default_factory=GroupSettings)

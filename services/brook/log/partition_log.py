@@ -16,6 +16,15 @@ from brook.log.checkpoint import (
     write_clean_shutdown_marker,
     write_log_start_offset,
 )
+from brook.log.cleaner import (
+    CleanerCheckpoint,
+    CleanStats,
+    clean_segments,
+    dirty_bytes,
+    read_cleaner_checkpoint,
+    tombstone_due,
+    write_cleaner_checkpoint,
+)
 from brook.log.file_slice import FileSlice
 from brook.log.recovery import load_segments
 from brook.log.retention import expired_segment_count
@@ -42,6 +51,7 @@ class PartitionLog:
         clock: Callable[[], int],
         segments: list[Segment],
         log_start_offset: int,
+        cleaner_checkpoint: CleanerCheckpoint | None = None,
     ) -> None:
         self.directory = directory
         self._config = config
@@ -51,6 +61,7 @@ class PartitionLog:
         self._unflushed_records = 0
         self._first_unflushed_ms: int | None = None
         self._closed = False
+        self._cleaner_checkpoint = cleaner_checkpoint
 
     @classmethod
     def open(
@@ -64,7 +75,7 @@ class PartitionLog:
         # The checkpoint may lag (a crash between deleting segments and writing it): never below the
         # first segment.
         start = min(max(checkpoint or 0, segments[0].base_offset), segments[-1].next_offset)
-        return cls(directory, config, clock, segments, start)
+        return cls(directory, config, clock, segments, start, read_cleaner_checkpoint(directory))
 
     # ---- state
 
@@ -300,8 +311,57 @@ class PartitionLog:
             segments[-1].activate()
             if self._log_start_offset > self.log_end_offset:
                 self._set_log_start_offset(self.log_end_offset)
+        cleaned = self._cleaner_checkpoint
+        if cleaned is not None and cleaned.offset > offset:
+            self._set_cleaner_checkpoint(CleanerCheckpoint(offset, cleaned.oldest_tombstone_ms))
         self._unflushed_records = 0
         self._first_unflushed_ms = None
+
+    # ---- compaction
+
+    def compact(self, now_ms: int | None = None) -> CleanStats:
+        """One compaction pass (cleanup.policy has compact; a no-op otherwise): see brook.log.cleaner.
+
+        Blocking file I/O proportional to the cleanable bytes; like every method here, not to be run
+        concurrently with other calls on this log.
+        """
+        self._check_open()
+        if not self._config.compacted:
+            return CleanStats()
+        now = self._clock() if now_ms is None else now_ms
+        index_interval = self._config.index_interval_bytes
+
+        def load(base_offset: int) -> Segment:
+            return Segment.load(self.directory, base_offset, now, index_interval, recover=False)
+
+        stats, checkpoint = clean_segments(
+            self.directory, self._segments, self._config, now, self._cleaner_checkpoint, load
+        )
+        if checkpoint is not None:
+            self._set_cleaner_checkpoint(checkpoint)
+        return stats
+
+    def dirty_ratio(self) -> float:
+        """Share of the inactive segments' bytes not yet compacted (at or past the cleaner checkpoint)."""
+        dirty, total = dirty_bytes(self._segments, self._cleaner_checkpoint)
+        return dirty / total if total else 0.0
+
+    def compaction_due(self, now_ms: int | None = None) -> bool:
+        """Whether a compact() pass is worth running: a compacted topic whose dirty ratio reached
+        min.cleanable.dirty.ratio, or a kept tombstone has passed delete.retention.ms."""
+        config = self._config
+        if self._closed or not config.compacted or len(self._segments) < 2:
+            return False
+        now = self._clock() if now_ms is None else now_ms
+        ratio = self.dirty_ratio()
+        return (ratio > 0 and ratio >= config.min_cleanable_dirty_ratio) or tombstone_due(
+            config, self._cleaner_checkpoint, now
+        )
+
+    def _set_cleaner_checkpoint(self, checkpoint: CleanerCheckpoint) -> None:
+        if checkpoint != self._cleaner_checkpoint:
+            write_cleaner_checkpoint(self.directory, checkpoint)
+            self._cleaner_checkpoint = checkpoint
 
     # ---- lifecycle
 

@@ -3,6 +3,7 @@
 After a clean close every file is trusted. Otherwise only the last segment can hold unflushed data
 (a segment is fsynced with its indexes when it is rolled), so it alone is verified batch by batch
 (header, CRC-32C, increasing offsets), cut at the first torn or invalid batch, and re-indexed.
+A compaction pass cut short is finished or undone first (see brook.log.cleaner).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from pathlib import Path
 
 from brook.log.checkpoint import fsync_dir, take_clean_shutdown_marker
+from brook.log.cleaner import finish_interrupted_cleaning
 from brook.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment, parse_segment_name
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,7 @@ def load_segments(
     """The partition's segments, oldest first; the last one is active. Creates the first if there is none."""
     directory.mkdir(parents=True, exist_ok=True)
     clean = take_clean_shutdown_marker(directory)
+    finish_interrupted_cleaning(directory)  # a compaction cut short: before the segments are listed
     bases = {b for p in directory.iterdir() if (b := parse_segment_name(p.name)) is not None}
     _remove_leftovers(directory, bases)
     ordered = sorted(bases)

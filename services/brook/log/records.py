@@ -1,0 +1,184 @@
+"""Record-level view of magic-2 record batches, for the log cleaner only.
+
+The produce and fetch paths keep batches opaque; compaction is the one place that needs the keys. A batch's
+records section (after the 61-byte header, compressed as a whole when attributes & 7 != 0) holds
+`recordCount` records, each: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+keyLength varint | key | valueLength varint | value | headerCount varint | headers. Varints are zigzag
+encoded; a length of -1 is null (a null value is a tombstone).
+
+Rebuilding a batch copies the kept records' bytes unchanged (their deltas stay relative to the original
+base offset and base timestamp) and keeps every header field but the record count, the max timestamp
+(recomputed from the kept records unless the batch uses LogAppendTime) and the CRC.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import crc32c
+from kafka import codec as kafka_codec
+
+from brook.protocol.batch import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_TIMESTAMP_TYPE,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    BatchHeader,
+)
+
+CODEC_NONE = 0
+CODEC_GZIP = 1
+CODEC_SNAPPY = 2
+CODEC_LZ4 = 3
+CODEC_ZSTD = 4
+
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount
+_BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
+
+
+class RecordError(ValueError):
+    """A batch whose records cannot be decoded (corrupt, or compressed with an unavailable codec)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    tombstone: bool  # null value
+    raw: bytes  # the whole record as stored, length varint included
+
+
+def read_varint(buf: bytes, pos: int, max_bytes: int = 10) -> tuple[int, int]:
+    """(value, next position) of the zigzag varint at `pos`."""
+    shift = 0
+    z = 0
+    end = min(len(buf), pos + max_bytes)
+    while pos < end:
+        b = buf[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+    raise RecordError("truncated or overlong varint")
+
+
+def _codec_call(name: str, data: bytes) -> bytes:
+    fn = cast(Any, getattr(kafka_codec, name))
+    try:
+        return bytes(fn(data))
+    except Exception as e:  # each codec library raises its own error types
+        raise RecordError(f"{name} failed: {e}") from e
+
+
+_DECODERS = {
+    CODEC_GZIP: "gzip_decode",
+    CODEC_SNAPPY: "snappy_decode",
+    CODEC_LZ4: "lz4_decode",
+    CODEC_ZSTD: "zstd_decode",
+}
+_ENCODERS = {
+    CODEC_GZIP: "gzip_encode",
+    CODEC_SNAPPY: "snappy_encode",
+    CODEC_LZ4: "lz4_encode",
+    CODEC_ZSTD: "zstd_encode",
+}
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    if codec == CODEC_NONE:
+        return data
+    name = _DECODERS.get(codec)
+    if name is None:
+        raise RecordError(f"unknown compression codec {codec}")
+    return _codec_call(name, data)
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    if codec == CODEC_NONE:
+        return data
+    name = _ENCODERS.get(codec)
+    if name is None:
+        raise RecordError(f"unknown compression codec {codec}")
+    return _codec_call(name, data)
+
+
+def decode_records(batch: bytes, header: BatchHeader) -> list[Record]:
+    """The records of one whole batch (`batch` starts at its base offset). Raises RecordError."""
+    if header.record_count == 0:
+        return []  # an emptied batch (its codec bits may be set: nothing to decompress)
+    payload = decompress(header.attributes & ATTR_COMPRESSION_MASK, batch[HEADER_SIZE : header.size])
+    records: list[Record] = []
+    pos = 0
+    n = len(payload)
+    for _ in range(header.record_count):
+        start = pos
+        length, pos = read_varint(payload, pos, 5)
+        body = pos
+        end = body + length
+        if length < 1 or end > n:
+            raise RecordError(f"record length {length} runs past the records section")
+        pos += 1  # attributes (int8, unused)
+        ts_delta, pos = read_varint(payload, pos)
+        offset_delta, pos = read_varint(payload, pos, 5)
+        key_len, pos = read_varint(payload, pos, 5)
+        key: bytes | None = None
+        if key_len >= 0:
+            key = payload[pos : pos + key_len]
+            pos += key_len
+        value_len, pos = read_varint(payload, pos, 5)
+        if value_len > 0:
+            pos += value_len
+        if pos > end or key_len < -1 or value_len < -1 or not 0 <= offset_delta <= header.last_offset_delta:
+            raise RecordError("record fields run past its length, or a length or offset delta is invalid")
+        records.append(Record(offset_delta, ts_delta, key, value_len < 0, payload[start:end]))
+        pos = end  # the headers are kept as bytes, never looked at
+    if pos != n:
+        raise RecordError(f"{n - pos} bytes left after {header.record_count} records")
+    return records
+
+
+def _encode(
+    header: BatchHeader, attributes: int, base_ts: int, max_ts: int, count: int, body: bytes
+) -> bytes:
+    after_crc = (
+        _AFTER_CRC.pack(
+            attributes,
+            header.last_offset_delta,  # kept: the batch still spans its original offsets
+            base_ts,
+            max_ts,
+            header.producer_id,
+            header.producer_epoch,
+            header.base_sequence,
+            count,
+        )
+        + body
+    )
+    crc = crc32c.crc32c(after_crc)
+    length = HEADER_SIZE - LOG_OVERHEAD + len(body)  # batchLength counts from the leader epoch on
+    return (
+        _BEFORE_CRC.pack(header.base_offset, length, header.partition_leader_epoch, header.magic, crc)
+        + after_crc
+    )
+
+
+def rebuild_batch(header: BatchHeader, kept: Sequence[Record]) -> bytes:
+    """The batch with only `kept` (non-empty, in order): same offsets, producer fields and codec."""
+    codec = header.attributes & ATTR_COMPRESSION_MASK
+    body = compress(codec, b"".join(r.raw for r in kept))
+    if header.attributes & ATTR_TIMESTAMP_TYPE:
+        max_ts = header.max_timestamp  # LogAppendTime: every record's timestamp is the batch's
+    else:
+        max_ts = max(header.base_timestamp + r.timestamp_delta for r in kept)
+    return _encode(header, header.attributes, header.base_timestamp, max_ts, len(kept), body)
+
+
+def empty_batch(header: BatchHeader) -> bytes:
+    """A record-less batch keeping the header's offsets and producer state (as Kafka retains them)."""
+    attributes = header.attributes & ~ATTR_COMPRESSION_MASK
+    ts = header.max_timestamp
+    return _encode(header, attributes, ts, ts, 0, b"")
