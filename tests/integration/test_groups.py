@@ -244,3 +244,42 @@ def test_kcat_balanced_consumer(gbroker: BrokerProcess) -> None:
         timeout=60,
     ).stdout
     assert sorted(out.split()) == sorted(f"v{i}" for i in range(40))
+
+
+def test_group_admin_describe_list_delete(gbroker: BrokerProcess) -> None:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTP
+
+    create_topic(gbroker.bootstrap, "adm", 2)
+    produce(gbroker.bootstrap, "adm", 20)
+    member = GroupMember(gbroker.bootstrap, "Gadm", "adm")
+    admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
+    try:
+        wait_for(lambda: member.assigned == {0, 1}, 30, "the member to own both partitions")
+        groups = admin.list_consumer_groups().result(10)
+        assert "Gadm" in {g.group_id for g in groups.valid}
+        desc = admin.describe_consumer_groups(["Gadm"])["Gadm"].result(10)
+        assert desc.state.name == "STABLE" and len(desc.members) == 1
+        assert {tp.partition for tp in desc.members[0].assignment.topic_partitions} == {0, 1}
+        # A group with members cannot be deleted.
+        with pytest.raises(Exception, match="NON_EMPTY_GROUP"):
+            admin.delete_consumer_groups(["Gadm"])["Gadm"].result(10)
+    finally:
+        member.kill()
+    wait_for(
+        lambda: admin.describe_consumer_groups(["Gadm"])["Gadm"].result(10).state.name == "EMPTY",
+        30,
+        "the killed member's session to expire",
+    )
+    c = Consumer({"bootstrap.servers": gbroker.bootstrap, "group.id": "Gadm"})
+    c.commit(offsets=[TopicPartition("adm", 0, 3), TopicPartition("adm", 1, 4)], asynchronous=False)
+    c.close()
+    ka = KafkaAdminClient(bootstrap_servers=gbroker.bootstrap)
+    ka.delete_group_offsets("Gadm", [KTP("adm", 0)])
+    left = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("Gadm")])["Gadm"].result(10)
+    assert {tp.partition for tp in left.topic_partitions} == {1}
+    ka.close()
+    admin.delete_consumer_groups(["Gadm"])["Gadm"].result(10)
+    assert "Gadm" not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
