@@ -42,8 +42,8 @@ class Broker:
 
     def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
         """(leader, leader epoch, replicas, ISR) of a partition as clients should see it."""
-        p = self.replicas.partition(topic, index)
-        return self.node_id, p.leader_epoch, [self.node_id], [self.node_id]
+        role = self.replicas.partition(topic, index).role
+        return role.leader, role.leader_epoch, list(role.replicas), list(role.isr)
 
     def leader_epoch(self, topic: str, index: int) -> int:
         return self.replicas.partition(topic, index).leader_epoch
@@ -59,7 +59,10 @@ class Broker:
 
     async def append_committed(self, topic: str, index: int, records: memoryview) -> int:
         """Append as the leader and return once the write is committed (acks=all); the base offset."""
-        return self.replicas.partition(topic, index).append(records).base_offset
+        p = self.replicas.partition(topic, index)
+        outcome = p.append(records, acks=-1)
+        await p.wait_committed(outcome.last_offset, 30.0)
+        return outcome.base_offset
 
     async def start(self) -> None:
         self.replicas.open()

@@ -1,13 +1,21 @@
-"""One partition on this broker: its log, its producer state, and the fetchers waiting for new data."""
+"""One partition on this broker: its log, its role (leader or follower), producer state, ISR and high
+watermark, and the requests waiting on it (long-polling fetches, acks=all produces).
+
+The leader stamps its epoch on every batch and tracks each follower's log end offset from the offsets
+they fetch at; the high watermark is the smallest log end offset in the ISR. ISR changes are decided
+here and written to the cluster's metadata by the replica manager (this class does no I/O but its log).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from brook.log import PartitionLog
 from brook.protocol.batch import iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.replication.epochs import LeaderEpochCache
 
 from .producer_state import ProducerStateTable
 
@@ -15,28 +23,169 @@ from .producer_state import ProducerStateTable
 @dataclass(frozen=True, slots=True)
 class ProduceOutcome:
     base_offset: int
+    last_offset: int
     log_append_time: int
     log_start_offset: int
 
 
+@dataclass(slots=True)
+class FollowerProgress:
+    log_end_offset: int = -1
+    last_caught_up_ms: float = 0.0
+    last_fetch_leader_leo: int = -1
+    last_fetch_ms: float = 0.0
+
+
+@dataclass(slots=True)
+class PartitionRole:
+    """What the cluster's metadata says about this partition."""
+
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    version: int = -1  # the metadata version the role was read at (for compare-and-swap writes)
+    adding: list[int] = field(default_factory=list)  # replicas being added by a reassignment
+
+
+def _now_ms() -> float:
+    return time.monotonic() * 1000
+
+
 class Partition:
-    def __init__(self, topic: str, index: int, log: PartitionLog) -> None:
+    def __init__(self, topic: str, index: int, log: PartitionLog, node_id: int = 0) -> None:
         self.topic = topic
         self.index = index
         self.log = log
-        self.leader_epoch = 0
+        self.node_id = node_id
         self.producers = ProducerStateTable()
-        self._waiters: set[asyncio.Future[None]] = set()
+        self.epochs = LeaderEpochCache()
         for h in log.iter_batch_headers():
             self.producers.record(h, h.base_offset)
+            self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+        # A single-node partition leads itself at epoch 0 until the cluster says otherwise.
+        self.role = PartitionRole(node_id, max(self.epochs.latest_epoch, 0), [node_id], [node_id])
+        self._hw = log.log_end_offset
+        self.followers: dict[int, FollowerProgress] = {}
+        self._waiters: set[asyncio.Future[None]] = set()
+        self._acks: list[tuple[int, asyncio.Future[None]]] = []
+
+    # -- role --------------------------------------------------------------------------------------
+    @property
+    def leader_epoch(self) -> int:
+        return self.role.leader_epoch
 
     @property
-    def high_watermark(self) -> int:
-        # Single replica: everything appended is committed. Replication lowers this to the ISR minimum.
-        return self.log.log_end_offset
+    def is_leader(self) -> bool:
+        return self.role.leader == self.node_id
 
-    def append(self, records: memoryview) -> ProduceOutcome:
-        """Append a Produce request's records for this partition, deduplicating idempotent retries."""
+    @property
+    def isr(self) -> list[int]:
+        return self.role.isr
+
+    def become_leader(self, role: PartitionRole) -> None:
+        new_epoch = role.leader_epoch != self.role.leader_epoch or not self.is_leader
+        self.role = role
+        if new_epoch:
+            self.epochs.assign(role.leader_epoch, self.log.log_end_offset)
+            now = _now_ms()
+            # Followers get a full lag window to show up before they can be dropped from the ISR.
+            self.followers = {
+                r: FollowerProgress(last_caught_up_ms=now) for r in role.replicas if r != self.node_id
+            }
+        else:
+            for r in role.replicas:
+                if r != self.node_id and r not in self.followers:
+                    self.followers[r] = FollowerProgress(last_caught_up_ms=_now_ms())
+        self._advance_hw()
+
+    def become_follower(self, role: PartitionRole) -> None:
+        self.role = role
+        self.followers = {}
+        self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.wake_fetchers()
+
+    # -- high watermark ----------------------------------------------------------------------------
+    @property
+    def high_watermark(self) -> int:
+        return min(self._hw, self.log.log_end_offset)
+
+    def set_follower_high_watermark(self, leader_hw: int) -> None:
+        hw = min(leader_hw, self.log.log_end_offset)
+        if hw != self._hw:  # a follower mirrors the leader's value
+            self._hw = hw
+            self.wake_fetchers()
+
+    def _advance_hw(self) -> None:
+        if not self.is_leader:
+            return
+        leo = self.log.log_end_offset
+        ends = [leo] + [
+            self.followers[r].log_end_offset if r in self.followers else -1
+            for r in self.role.isr
+            if r != self.node_id
+        ]
+        hw = max(self._hw, min(ends))
+        if hw != self._hw:
+            self._hw = hw
+            self._release_acks()
+            self.wake_fetchers()
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched at `fetch_offset`: everything before it is on the follower's log."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            return
+        now, leo = _now_ms(), self.log.log_end_offset
+        if fetch_offset >= leo:
+            state.last_caught_up_ms = now
+        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_leo = leo
+        state.last_fetch_ms = now
+        self._advance_hw()
+
+    def isr_change(self, lag_max_ms: int) -> list[int] | None:
+        """The ISR this leader should record now (followers lagging too long out, caught-up ones in),
+        or None when it is right as it is."""
+        if not self.is_leader:
+            return None
+        now = _now_ms()
+        isr = [self.node_id]
+        for r in self.role.replicas:
+            if r == self.node_id:
+                continue
+            state = self.followers.get(r)
+            if state is None:
+                continue
+            if r in self.role.isr:
+                if now - state.last_caught_up_ms <= lag_max_ms:
+                    isr.append(r)
+            elif state.log_end_offset >= self.high_watermark and state.log_end_offset >= self._epoch_start():
+                isr.append(r)
+        if sorted(isr) == sorted(self.role.isr):
+            return None
+        return sorted(isr)
+
+    def _epoch_start(self) -> int:
+        entries = self.epochs.entries()
+        return entries[-1][1] if entries else 0
+
+    # -- appends -----------------------------------------------------------------------------------
+    def append(self, records: memoryview, acks: int = 1) -> ProduceOutcome:
+        """Append a Produce request's records as the leader, deduplicating idempotent retries."""
+        if not self.is_leader:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.node_id} does not lead {self.topic}-{self.index}",
+            )
+        if acks == -1 and len(self.role.isr) < self.log.config.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"{self.topic}-{self.index} has {len(self.role.isr)} in-sync replicas; "
+                f"min.insync.replicas is {self.log.config.min_insync_replicas}",
+            )
         if len(records) == 0:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
         headers = [h for _, h in iter_headers(records)]
@@ -46,14 +195,64 @@ class Partition:
                 raise KafkaError(
                     ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, "request mixes retried and new batches"
                 )
-            return ProduceOutcome(duplicates[0].base_offset, -1, self.log.log_start_offset)
+            first, last = duplicates[0], duplicates[-1]
+            assert last is not None
+            return ProduceOutcome(first.base_offset, last.last_offset, -1, self.log.log_start_offset)
         result = self.log.append(records, leader_epoch=self.leader_epoch)
         offset = result.base_offset
         for h in headers:
             self.producers.record(h, offset)
             offset += h.last_offset_delta + 1
+        self._advance_hw()
         self.wake_fetchers()
-        return ProduceOutcome(result.base_offset, result.log_append_time, self.log.log_start_offset)
+        return ProduceOutcome(
+            result.base_offset, result.last_offset, result.log_append_time, self.log.log_start_offset
+        )
+
+    def append_replicated(self, records: memoryview) -> None:
+        """A follower appends what it fetched from the leader, offsets and epochs as they are."""
+        headers = [h for _, h in iter_headers(records)]
+        self.log.append(records, assign_offsets=False)
+        for h in headers:
+            self.producers.record(h, h.base_offset)
+            self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+        self.wake_fetchers()
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop records at and after `offset` (divergent records of a deposed leader)."""
+        self.log.truncate_to(offset)
+        self.epochs.truncate_from_end(offset)
+        self._hw = min(self._hw, self.log.log_end_offset)
+        self.producers.clear()
+        for h in self.log.iter_batch_headers():
+            self.producers.record(h, h.base_offset)
+
+    # -- waiting -----------------------------------------------------------------------------------
+    async def wait_committed(self, last_offset: int, timeout_s: float) -> None:
+        """acks=all: wait until the high watermark passes `last_offset`."""
+        if self.high_watermark > last_offset:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks.append((last_offset, fut))
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except TimeoutError:
+            raise KafkaError(
+                ErrorCode.REQUEST_TIMED_OUT, "the in-sync replicas did not confirm in time"
+            ) from None
+        finally:
+            self._acks = [(o, f) for o, f in self._acks if f is not fut]
+
+    def _release_acks(self) -> None:
+        hw = self.high_watermark
+        for offset, fut in self._acks:
+            if offset < hw and not fut.done():
+                fut.set_result(None)
+
+    def _fail_acks(self, code: ErrorCode) -> None:
+        for _, fut in self._acks:
+            if not fut.done():
+                fut.set_exception(KafkaError(code))
 
     def wake_fetchers(self) -> None:
         for fut in self._waiters:

@@ -183,7 +183,7 @@ class ReplicaManager:
                 existing.log.update_config(config)
                 continue
             plog = PartitionLog.open(self._partition_dir(meta.name, i), config)
-            self._partitions[(meta.name, i)] = Partition(meta.name, i, plog)
+            self._partitions[(meta.name, i)] = Partition(meta.name, i, plog, self.settings.node_id)
 
     def _partition_dir(self, topic: str, index: int) -> Path:
         return self.settings.data_dir / f"{topic}-{index}"

@@ -18,6 +18,7 @@ from .groups import (
     handle_list_groups,
     handle_sync_group,
 )
+from .leader_epochs import handle_offset_for_leader_epoch
 from .list_offsets import handle_list_offsets
 from .metadata import handle_describe_cluster, handle_metadata
 from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
@@ -49,6 +50,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
 }
 ADVERTISED: dict[int, tuple[int, int]] = advertised([*HANDLERS, ApiKey.API_VERSIONS])
 HANDLERS[ApiKey.API_VERSIONS] = make_api_versions_handler(ADVERTISED)

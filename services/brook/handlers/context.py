@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from brook.broker.broker import Broker
+from brook.broker.partition import Partition
+from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.fetch import RecordsRef
 from brook.protocol.frames import RequestHeader
 
@@ -33,3 +35,18 @@ def uuid_bytes(value: Any) -> bytes:
 
 def as_uuid(raw: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
+
+
+def check_leader(p: Partition, current_leader_epoch: int = -1) -> None:
+    """Requests for a partition's data go to its leader, in the epoch the client believes in."""
+    if not p.is_leader:
+        raise KafkaError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {p.node_id} does not lead {p.topic}-{p.index}"
+        )
+    if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
+        code = (
+            ErrorCode.FENCED_LEADER_EPOCH
+            if current_leader_epoch < p.leader_epoch
+            else ErrorCode.UNKNOWN_LEADER_EPOCH
+        )
+        raise KafkaError(code, f"leader epoch is {p.leader_epoch}, the request has {current_leader_epoch}")

@@ -20,7 +20,7 @@ from brook.protocol.fetch import (
 )
 from brook.protocol.frames import RequestHeader
 
-from .context import Body
+from .context import Body, check_leader
 
 # Below this a pread into the response is cheaper than a sendfile round of its own.
 SENDFILE_MIN_BYTES = 64 * 1024
@@ -30,6 +30,7 @@ def _read(
     broker: Broker, req: FetchRequest, version: int
 ) -> tuple[list[FetchTopicResult], int, list[tuple[str, int]]]:
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
+    follower = req.replica_id >= 0
     topics: list[FetchTopicResult] = []
     total = 0
     watched: list[tuple[str, int]] = []
@@ -49,11 +50,20 @@ def _read(
                 continue
             try:
                 p = broker.replicas.partition(name, fp.partition)
+                check_leader(p, fp.current_leader_epoch)
+                if follower:
+                    p.record_follower_fetch(req.replica_id, fp.fetch_offset)
                 hw = p.high_watermark
                 limit = min(fp.partition_max_bytes, remaining)
                 records: bytes | RecordsRef | None = None
                 if limit > 0 or total == 0:
-                    s = p.log.read(fp.fetch_offset, max(limit, 0), max_offset=hw, min_one=total == 0)
+                    # Consumers read up to the high watermark; followers up to the log end.
+                    s = p.log.read(
+                        fp.fetch_offset,
+                        max(limit, 0),
+                        max_offset=None if follower else hw,
+                        min_one=total == 0,
+                    )
                     if s is not None:
                         records = s if s.size >= SENDFILE_MIN_BYTES else s.read()
                         total += s.size

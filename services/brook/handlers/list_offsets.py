@@ -10,7 +10,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
-from .context import Body
+from .context import Body, check_leader
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -18,6 +18,7 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 def _lookup(broker: Broker, topic: str, index: int, ts: int) -> tuple[int, int]:
     """(timestamp, offset) for a ListOffsets query; -1 timestamps where Kafka answers -1."""
     p = broker.replicas.partition(topic, index)
+    check_leader(p)
     if ts == LATEST:
         return -1, p.high_watermark
     if ts == EARLIEST:

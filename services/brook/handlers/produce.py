@@ -26,7 +26,9 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                 if part.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "records are null")
                 p = broker.replicas.partition(topic.name, part.index)
-                r = p.append(part.records)
+                r = p.append(part.records, req.acks)
+                if req.acks == -1:
+                    await p.wait_committed(r.last_offset, req.timeout_ms / 1000)
                 out.append(
                     PartitionProduceResult(
                         part.index, 0, r.base_offset, r.log_append_time, r.log_start_offset

@@ -71,3 +71,25 @@ def response_prefix(correlation_id: int, flexible: bool, body_size: int) -> byte
     if flexible:
         return _PREFIX_FLEX.pack(body_size + 5, correlation_id, 0)
     return _PREFIX.pack(body_size + 4, correlation_id)
+
+
+def request_frame(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: bytes
+) -> bytes:
+    """A whole request as a client sends it: size, header (v1, or v2 when flexible), body."""
+    cid = (
+        b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id.encode())) + client_id.encode()
+    )
+    header = struct.pack(">hhi", api_key, api_version, correlation_id) + cid
+    if request_is_flexible(api_key, api_version):
+        header += b"\x00"
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def parse_response_header(frame: bytes | memoryview, flexible: bool) -> tuple[int, memoryview]:
+    """(correlation id, body) of a response frame without its size prefix."""
+    r = Reader(frame)
+    cid = r.int32()
+    if flexible:
+        r.skip_tagged_fields()
+    return cid, memoryview(frame)[r.pos :]

@@ -79,7 +79,21 @@ def decode_request(api_key: int, version: int, body: memoryview) -> Any:
     Versions below kafka-python's `validVersions` but present in its field ranges (e.g.
     OffsetForLeaderEpoch 0-1) decode too: the generated codec only looks at field versions.
     """
-    cls = _REQUESTS.get(api_key)
+    return _decode(_REQUESTS, api_key, version, body)
+
+
+def decode_response(api_key: int, version: int, body: memoryview) -> Any:
+    """Decode a response body (a broker acting as a client of another broker); CodecError on failure."""
+    return _decode(_RESPONSES, api_key, version, body)
+
+
+def encode_request(api_key: int, version: int, fields: Mapping[str, Any]) -> bytes:
+    """Encode a request BODY (no size, no header) from plain dicts, like encode_response."""
+    return _encode(_REQUESTS, api_key, version, fields)
+
+
+def _decode(table: dict[int, Any], api_key: int, version: int, body: memoryview) -> Any:
+    cls = table.get(api_key)
     if cls is None:
         raise CodecError(f"no decoder for API key {api_key}")
     if not 0 <= version <= cls.max_version:
@@ -109,7 +123,11 @@ def decode_request(api_key: int, version: int, body: memoryview) -> Any:
 
 def encode_response(api_key: int, version: int, fields: Mapping[str, Any]) -> bytes:
     """Encode a response BODY (no size, no header) from plain dicts (see the module docstring)."""
-    cls = _RESPONSES.get(api_key)
+    return _encode(_RESPONSES, api_key, version, fields)
+
+
+def _encode(table: dict[int, Any], api_key: int, version: int, fields: Mapping[str, Any]) -> bytes:
+    cls = table.get(api_key)
     if cls is None:
         raise ValueError(f"no encoder for API key {api_key}")
     if not 0 <= version <= cls.max_version:

@@ -1,0 +1,1 @@
+"""Replication: leader epochs, the follower's fetcher and its connection to the leader."""
