@@ -1,0 +1,88 @@
+"""Cluster metadata in etcd: broker registration, controller election, topics and partition state
+with compare-and-swap and controller fencing, typed watches, and replica placement.
+
+The only room that talks to etcd (and the only one allowed to import aetcd). Layout: keys.py.
+"""
+
+from .client import EtcdClient, KeyValue, WatchEvent
+from .election import ControllerElection
+from .errors import (
+    BrokerIdInUseError,
+    CompactedError,
+    ConflictError,
+    EtcdUnavailableError,
+    FencedError,
+    MetadataError,
+    TopicExistsError,
+    UnknownTopicError,
+)
+from .keys import KeyLayout
+from .lease import KeptLease
+from .models import (
+    NO_LEADER,
+    BrokerInfo,
+    BrokerJoined,
+    BrokerLeft,
+    ControllerChanged,
+    ControllerInfo,
+    MetadataEvent,
+    PartitionState,
+    PartitionStateChanged,
+    PartitionStateDeleted,
+    ProducerIdBlock,
+    Reassignment,
+    ReassignmentChanged,
+    TopicChanged,
+    TopicCreated,
+    TopicDeleted,
+    TopicRecord,
+)
+from .placement import PlacementError, assign_replicas
+from .registry import BrokerRegistry, MembershipWatch, live_brokers
+from .store import EtcdMetadataStore, MetadataSnapshot, MetadataWatch
+from .watch import PrefixWatch, watch_key, watch_prefix
+
+__all__ = [
+    "NO_LEADER",
+    "BrokerIdInUseError",
+    "BrokerInfo",
+    "BrokerJoined",
+    "BrokerLeft",
+    "BrokerRegistry",
+    "CompactedError",
+    "ConflictError",
+    "ControllerChanged",
+    "ControllerElection",
+    "ControllerInfo",
+    "EtcdClient",
+    "EtcdMetadataStore",
+    "EtcdUnavailableError",
+    "FencedError",
+    "KeptLease",
+    "KeyLayout",
+    "KeyValue",
+    "MembershipWatch",
+    "MetadataError",
+    "MetadataEvent",
+    "MetadataSnapshot",
+    "MetadataWatch",
+    "PartitionState",
+    "PartitionStateChanged",
+    "PartitionStateDeleted",
+    "PlacementError",
+    "PrefixWatch",
+    "ProducerIdBlock",
+    "Reassignment",
+    "ReassignmentChanged",
+    "TopicChanged",
+    "TopicCreated",
+    "TopicDeleted",
+    "TopicExistsError",
+    "TopicRecord",
+    "UnknownTopicError",
+    "WatchEvent",
+    "assign_replicas",
+    "live_brokers",
+    "watch_key",
+    "watch_prefix",
+]

@@ -1,0 +1,20 @@
+"""Task helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel a task and wait until it has finished. Unlike `suppress(CancelledError)` around
+    `await task`, a cancellation of the caller while it waits is not swallowed."""
+    if task is None:
+        return
+    task.cancel()
+    await asyncio.wait([task])
+    if not task.cancelled() and task.exception() is not None:
+        log.error("background task %s failed", task.get_name(), exc_info=task.exception())

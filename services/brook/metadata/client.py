@@ -1,0 +1,550 @@
+"""The one wrapper around aetcd: the only module of Brook that imports it.
+
+Everything that leaves this module is Brook's own type (KeyValue, TxnResult, WatchEvent, the errors
+of `brook.metadata.errors`). Ranges, puts, deletes and transactions go straight to etcd's KV service
+(so every answer keeps its header revision); leases and watch streams use aetcd's machinery.
+
+Retries: reads and lease refreshes/revocations are retried while etcd is unreachable, for up to
+`retry_for` seconds; writes and transactions are not (after a broken connection a write may or may
+not have been applied: the caller re-reads, and its compare-and-swap makes the retry safe).
+With several endpoints, a connection failure moves to the next one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, TypeVar
+
+import aetcd  # type: ignore[import-untyped,unused-ignore]
+from aetcd import rpc  # type: ignore[import-untyped,unused-ignore]
+
+from .errors import CompactedError, EtcdUnavailableError, MetadataError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_CHANNEL_OPTIONS: dict[str, Any] = {
+    # Reconnect quickly after an etcd restart (gRPC's default backoff grows to two minutes).
+    "grpc.initial_reconnect_backoff_ms": 100,
+    "grpc.min_reconnect_backoff_ms": 100,
+    "grpc.max_reconnect_backoff_ms": 1000,
+    # Notice a silently dead connection under an open watch. etcd refuses pings more often than every
+    # 5 s (--grpc-keepalive-min-time) and pings without an open stream, so neither is done.
+    "grpc.keepalive_time_ms": 10_000,
+    "grpc.keepalive_timeout_ms": 5_000,
+    "grpc.max_receive_message_length": 64 * 1024 * 1024,
+}
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The range end that makes [prefix, end) exactly the keys starting with prefix."""
+    b = bytearray(prefix)
+    for i in reversed(range(len(b))):
+        if b[i] < 0xFF:
+            b[i] += 1
+            return bytes(b[: i + 1])
+    return b"\0"  # all keys from prefix on
+
+
+def parse_endpoint(endpoint: str) -> tuple[str, int]:
+    """'host:port', 'http://host:port' or '[::1]:port' -> (host, port); the port defaults to 2379."""
+    s = endpoint.strip()
+    if s.startswith("https://"):
+        raise ValueError(f"TLS endpoints are not supported yet: {endpoint}")
+    s = s.removeprefix("http://").rstrip("/")
+    if s.startswith("["):  # [IPv6]:port
+        host, _, rest = s[1:].partition("]")
+        port = rest.removeprefix(":")
+        return f"[{host}]", int(port) if port else 2379
+    host, sep, port = s.rpartition(":")
+    if not sep:
+        return s, 2379
+    return host, int(port)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyValue:
+    key: bytes
+    value: bytes
+    create_revision: int
+    mod_revision: int
+    version: int  # writes since creation (etcd's per-key counter)
+    lease: int  # 0: none
+
+
+def _kv(pb: Any) -> KeyValue:
+    return KeyValue(bytes(pb.key), bytes(pb.value), pb.create_revision, pb.mod_revision, pb.version, pb.lease)
+
+
+@dataclass(frozen=True, slots=True)
+class RangeResult:
+    kvs: list[KeyValue]
+    revision: int  # the store's revision the range was read at
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    id: int
+    ttl: int
+
+
+class Target(Enum):
+    VERSION = "version"
+    CREATE = "create"
+    MOD = "mod"
+    VALUE = "value"
+
+
+_TARGETS = {Target.VERSION: 0, Target.CREATE: 1, Target.MOD: 2, Target.VALUE: 3}
+_RESULTS = {"==": 0, ">": 1, "<": 2, "!=": 3}
+_INT_FIELDS = {Target.VERSION: "version", Target.CREATE: "create_revision", Target.MOD: "mod_revision"}
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """One condition of a transaction. A missing key has version/create/mod revision 0 and fails
+    every VALUE comparison."""
+
+    key: bytes
+    target: Target
+    op: str  # "==", "!=", "<", ">"
+    operand: int | bytes
+
+    @staticmethod
+    def absent(key: bytes) -> Compare:
+        return Compare(key, Target.CREATE, "==", 0)
+
+    @staticmethod
+    def exists(key: bytes) -> Compare:
+        return Compare(key, Target.CREATE, ">", 0)
+
+    @staticmethod
+    def mod_revision(key: bytes, revision: int) -> Compare:
+        """The key was last written at `revision` (0: the key does not exist)."""
+        return Compare(key, Target.MOD, "==", revision)
+
+    @staticmethod
+    def value_is(key: bytes, value: bytes) -> Compare:
+        return Compare(key, Target.VALUE, "==", value)
+
+    def message(self) -> Any:
+        c = rpc.Compare(key=self.key, result=_RESULTS[self.op], target=_TARGETS[self.target])
+        if self.target is Target.VALUE:
+            assert isinstance(self.operand, bytes)
+            c.value = self.operand
+        else:
+            assert isinstance(self.operand, int)
+            setattr(c, _INT_FIELDS[self.target], self.operand)
+        return c
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    key: bytes
+    value: bytes
+    lease: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Delete:
+    key: bytes
+    prefix: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    key: bytes
+    prefix: bool = False
+
+
+Op = Put | Delete | Get
+
+
+def _op_message(op: Op) -> Any:
+    if isinstance(op, Put):
+        return rpc.RequestOp(request_put=rpc.PutRequest(key=op.key, value=op.value, lease=op.lease))
+    if isinstance(op, Delete):
+        req = rpc.DeleteRangeRequest(key=op.key)
+        if op.prefix:
+            req.range_end = prefix_end(op.key)
+        return rpc.RequestOp(request_delete_range=req)
+    req = rpc.RangeRequest(key=op.key)
+    if op.prefix:
+        req.range_end = prefix_end(op.key)
+    return rpc.RequestOp(request_range=req)
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResult:
+    succeeded: bool
+    revision: int  # the store's revision after the txn: the mod_revision of everything it wrote
+    gets: list[list[KeyValue]] = field(default_factory=list)  # one list per Get op of the branch run
+
+
+class EventType(Enum):
+    PUT = "PUT"
+    DELETE = "DELETE"
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent:
+    type: EventType
+    key: bytes
+    value: bytes  # the new value; for a DELETE the value before it (b"" when unknown)
+    revision: int  # the revision of the change
+    create_revision: int = 0  # of the key (PUT only)
+    version: int = 0  # 1 for the PUT that created the key
+    resync: bool = False  # made up from a re-list after a compaction, see PrefixWatch
+
+
+def _unavailable(e: BaseException) -> bool:
+    return isinstance(e, aetcd.ConnectionFailedError | aetcd.ConnectionTimeoutError | TimeoutError)
+
+
+def _reraise_rpc(e: Exception) -> None:
+    """Map a raw gRPC error (from a direct stub call) to aetcd's exceptions, as aetcd does."""
+    if isinstance(e, rpc.AioRpcError):
+        code = e.code()
+        if code == rpc.StatusCode.UNAVAILABLE:
+            raise aetcd.ConnectionFailedError(e.details()) from e
+        if code == rpc.StatusCode.DEADLINE_EXCEEDED:
+            raise aetcd.ConnectionTimeoutError(e.details()) from e
+        raise aetcd.ClientError(f"{code.name}: {e.details()}") from e
+    raise e
+
+
+class EtcdClient:
+    """An asyncio etcd v3 client for Brook's metadata (endpoints: 'host:port' strings)."""
+
+    def __init__(
+        self, endpoints: str | Sequence[str], *, timeout: float = 5.0, retry_for: float = 10.0
+    ) -> None:
+        items = [endpoints] if isinstance(endpoints, str) else list(endpoints)
+        eps = [e for item in items for e in item.split(",") if e.strip()]
+        if not eps:
+            raise ValueError("no etcd endpoint given")
+        self._endpoints = [parse_endpoint(e) for e in eps]
+        self._clients: list[Any] = [None] * len(self._endpoints)
+        self._current = 0
+        self._timeout = timeout
+        self.retry_for = retry_for
+        self._closed = False
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._endpoints[self._current]
+        return f"{host}:{port}"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
+    def _aetcd(self) -> Any:
+        if self._closed:
+            raise MetadataError("the etcd client is closed")
+        i = self._current
+        if self._clients[i] is None:
+            host, port = self._endpoints[i]
+            self._clients[i] = aetcd.Client(
+                host=host, port=port, timeout=self._timeout, options=_CHANNEL_OPTIONS
+            )
+        return self._clients[i]
+
+    def _failover(self, failed: Any) -> None:
+        if len(self._endpoints) > 1 and self._clients[self._current] is failed:
+            self._current = (self._current + 1) % len(self._endpoints)
+            log.warning("etcd: connection failed, trying %s", self.endpoint)
+
+    async def connect(self) -> None:
+        """Check that etcd answers (raises EtcdUnavailableError after `retry_for`)."""
+        await self.revision()
+
+    async def close(self) -> None:
+        self._closed = True
+        for i, c in enumerate(self._clients):
+            if c is not None:
+                self._clients[i] = None
+                try:
+                    await c.close()
+                except Exception as e:  # closing must not fail
+                    log.debug("etcd: close: %r", e)
+
+    async def __aenter__(self) -> EtcdClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, call: Callable[[Any], Awaitable[T]], *, retry: bool) -> T:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.retry_for
+        delay = 0.05
+        while True:
+            client = self._aetcd()
+            try:
+                return await call(client)
+            except Exception as e:
+                if not _unavailable(e):
+                    if isinstance(e, aetcd.ClientError):
+                        raise MetadataError(f"etcd: {e}") from e
+                    raise
+                self._failover(client)
+                now = loop.time()
+                if not retry or now >= deadline:
+                    raise EtcdUnavailableError(f"etcd at {self.endpoint} is unavailable: {e}") from e
+                await asyncio.sleep(min(delay, deadline - now))
+                delay = min(delay * 2, 0.5)
+
+    async def _kv_call(self, client: Any, method: str, request: Any) -> Any:
+        await client.connect()
+        try:
+            return await getattr(client.kvstub, method)(
+                request, timeout=self._timeout, metadata=client.metadata
+            )
+        except rpc.AioRpcError as e:
+            _reraise_rpc(e)
+
+    # ---- key-value ----
+
+    async def get(self, key: bytes) -> KeyValue | None:
+        r = await self._range(key, None)
+        return r.kvs[0] if r.kvs else None
+
+    async def get_prefix(self, prefix: bytes) -> RangeResult:
+        return await self._range(prefix, prefix_end(prefix))
+
+    async def get_range(self, key: bytes, range_end: bytes | None) -> RangeResult:
+        """The keys in [key, range_end) (just `key` when range_end is None)."""
+        return await self._range(key, range_end)
+
+    async def revision(self) -> int:
+        """The store's current revision."""
+        return (await self._range(b"\0", None, count_only=True)).revision
+
+    async def _range(self, key: bytes, range_end: bytes | None, count_only: bool = False) -> RangeResult:
+        req = rpc.RangeRequest(key=key, count_only=count_only)
+        if range_end is not None:
+            req.range_end = range_end
+
+        async def call(c: Any) -> RangeResult:
+            resp = await self._kv_call(c, "Range", req)
+            return RangeResult([_kv(kv) for kv in resp.kvs], resp.header.revision)
+
+        return await self._run(call, retry=True)
+
+    async def put(self, key: bytes, value: bytes, *, lease: int = 0) -> int:
+        """Write unconditionally; returns the revision of the write."""
+
+        async def call(c: Any) -> int:
+            resp = await self._kv_call(c, "Put", rpc.PutRequest(key=key, value=value, lease=lease))
+            return int(resp.header.revision)
+
+        return await self._run(call, retry=False)
+
+    async def delete(self, key: bytes, *, prefix: bool = False) -> int:
+        """Delete a key (or every key under a prefix); returns how many were deleted."""
+        req = rpc.DeleteRangeRequest(key=key)
+        if prefix:
+            req.range_end = prefix_end(key)
+
+        async def call(c: Any) -> int:
+            return int((await self._kv_call(c, "DeleteRange", req)).deleted)
+
+        return await self._run(call, retry=False)
+
+    async def txn(
+        self, compares: Sequence[Compare], success: Sequence[Op], failure: Sequence[Op] = ()
+    ) -> TxnResult:
+        """If every compare holds run `success`, else `failure`, atomically. etcd allows at most
+        128 operations per transaction by default (--max-txn-ops) and no two writes of one key."""
+        req = rpc.TxnRequest(
+            compare=[c.message() for c in compares],
+            success=[_op_message(o) for o in success],
+            failure=[_op_message(o) for o in failure],
+        )
+
+        async def call(c: Any) -> TxnResult:
+            resp = await self._kv_call(c, "Txn", req)
+            gets = [
+                [_kv(kv) for kv in r.response_range.kvs]
+                for r in resp.responses
+                if r.WhichOneof("response") == "response_range"
+            ]
+            return TxnResult(bool(resp.succeeded), int(resp.header.revision), gets)
+
+        return await self._run(call, retry=False)
+
+    async def create_if_absent(
+        self, key: bytes, value: bytes, *, lease: int = 0
+    ) -> tuple[bool, KeyValue | None]:
+        """(True, None) when the key was created; (False, the existing key) when it already existed
+        (the existing one can be None if it vanished in between)."""
+        r = await self.txn([Compare.absent(key)], [Put(key, value, lease)], [Get(key)])
+        if r.succeeded:
+            return True, None
+        return False, (r.gets[0][0] if r.gets and r.gets[0] else None)
+
+    async def compare_and_put(
+        self,
+        key: bytes,
+        value: bytes,
+        *,
+        expected_mod_revision: int,
+        lease: int = 0,
+        also: Sequence[Compare] = (),
+    ) -> TxnResult:
+        """Write only if the key is still at `expected_mod_revision` (0: it must not exist) and every
+        extra compare holds. On failure the result's first get is the key as it is now."""
+        return await self.txn(
+            [Compare.mod_revision(key, expected_mod_revision), *also],
+            [Put(key, value, lease)],
+            [Get(key)],
+        )
+
+    async def compact(self, revision: int) -> None:
+        """Drop the history before `revision` (tests and operations)."""
+
+        async def call(c: Any) -> None:
+            await c.compact(revision, physical=True)
+
+        await self._run(call, retry=False)
+
+    # ---- leases ----
+
+    async def grant_lease(self, ttl: int) -> Lease:
+        async def call(c: Any) -> Lease:
+            lease = await c.lease(int(ttl))
+            return Lease(int(lease.id), int(lease.ttl))
+
+        return await self._run(call, retry=True)
+
+    async def refresh_lease(self, lease_id: int, *, retry: bool = False) -> int:
+        """Keep a lease alive; returns its TTL again, 0 when etcd no longer has it (expired)."""
+
+        async def call(c: Any) -> int:
+            reply = await c.refresh_lease(lease_id)
+            if reply is None:
+                raise aetcd.ConnectionFailedError("lease keep-alive stream ended without an answer")
+            return int(reply.TTL)
+
+        return await self._run(call, retry=retry)
+
+    async def revoke_lease(self, lease_id: int) -> bool:
+        """Revoke now: its keys are deleted at once. False when etcd did not have it anymore."""
+
+        async def call(c: Any) -> bool:
+            try:
+                await c.revoke_lease(lease_id)
+            except aetcd.ClientError as e:
+                if "not found" in str(e):
+                    return False
+                raise
+            return True
+
+        return await self._run(call, retry=True)
+
+    async def lease_ttl(self, lease_id: int) -> int:
+        """Seconds left on a lease; -1 when etcd does not have it."""
+
+        async def call(c: Any) -> int:
+            return int((await c.get_lease_info(lease_id, keys=False)).TTL)
+
+        return await self._run(call, retry=True)
+
+    # ---- watches ----
+
+    async def open_watch(self, key: bytes, range_end: bytes | None, start_revision: int) -> RawWatch:
+        """One etcd watch stream (no resumption: see PrefixWatch). Raises EtcdUnavailableError or
+        CompactedError."""
+        client = self._aetcd()
+        _stream_dead(client)
+        try:
+            w = await client.watch(key, range_end=range_end, start_revision=start_revision, prev_kv=True)
+        except aetcd.RevisionCompactedError as e:
+            raise CompactedError(int(e.compacted_revision)) from e
+        except Exception as e:
+            if _unavailable(e):
+                self._failover(client)
+                raise EtcdUnavailableError(f"etcd watch: {e}") from e
+            if isinstance(e, aetcd.ClientError):
+                raise MetadataError(f"etcd watch: {e}") from e
+            raise
+        return RawWatch(client, w)
+
+
+def _stream_dead(client: Any) -> bool:
+    """Whether aetcd's shared watch stream has ended without telling its watches (a stream that
+    closes cleanly, e.g. on a GOAWAY, ends aetcd's reader task without an error). If so, forget the
+    finished reader so the next watch opens a new stream."""
+    watcher = getattr(client, "_watcher", None)
+    handler = getattr(watcher, "_request_handler", None)
+    if watcher is None or handler is None or not handler.done():
+        return False
+    watcher._request_handler = None
+    return True
+
+
+class RawWatch:
+    """One aetcd watch stream, translated. `next()` raises EtcdUnavailableError when the stream
+    breaks (e.g. etcd restarted), CompactedError, or StopAsyncIteration once cancelled."""
+
+    HEALTH_CHECK_S = 1.0
+
+    def __init__(self, client: Any, watch: Any) -> None:
+        self._client = client
+        self._watch = watch
+        self._it = watch.__aiter__()
+        self._next: asyncio.Future[Any] | None = None
+
+    async def next(self) -> WatchEvent:
+        try:
+            while True:
+                if self._next is None:
+                    self._next = asyncio.ensure_future(self._it.__anext__())
+                done, _ = await asyncio.wait([self._next], timeout=self.HEALTH_CHECK_S)
+                if done:
+                    fut, self._next = self._next, None
+                    ev = fut.result()
+                    break
+                if _stream_dead(self._client):
+                    raise aetcd.ConnectionFailedError("the watch stream ended silently")
+        except StopAsyncIteration:
+            raise
+        except aetcd.RevisionCompactedError as e:
+            raise CompactedError(int(e.compacted_revision)) from e
+        except Exception as e:
+            if _unavailable(e) or isinstance(e, aetcd.ClientError):
+                raise EtcdUnavailableError(f"etcd watch stream ended: {e}") from e
+            raise
+        kv = ev.kv
+        if ev.kind == "DELETE":
+            prev = ev.prev_kv
+            return WatchEvent(
+                EventType.DELETE, bytes(kv.key), bytes(prev.value) if prev else b"", kv.mod_revision
+            )
+        return WatchEvent(
+            EventType.PUT, bytes(kv.key), bytes(kv.value), kv.mod_revision, kv.create_revision, kv.version
+        )
+
+    async def cancel(self) -> None:
+        try:
+            await self._watch.cancel()
+        except Exception as e:  # the stream may already be gone
+            log.debug("etcd: watch cancel: %r", e)
+        pending, self._next = self._next, None
+        if pending is not None:
+            pending.cancel()
+            await asyncio.wait([pending])
+        else:
+            try:
+                await self._it.aclose()
+            except Exception as e:
+                log.debug("etcd: watch close: %r", e)

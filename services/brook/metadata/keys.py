@@ -1,0 +1,132 @@
+"""The key layout under `/brook/<cluster-name>/`.
+
+    cluster_id                     the cluster id (plain text), created once
+    brokers/<id>                   BrokerInfo JSON, attached to the broker's lease
+    controller                     ControllerInfo JSON, attached to the controller's lease
+    controller_epoch               decimal integer, bumped in the same txn that creates `controller`
+    topics/<name>                  TopicRecord JSON (id, replica assignment, config overrides)
+    partitions/<topic>/<n>         PartitionState JSON (leader, leader epoch, ISR, ...)
+    reassignments/<topic>/<n>      Reassignment JSON (target replicas) while one is in progress
+    producer_id_block              {"next": first free producer id}
+
+Topic names never contain '/', so `partitions/<topic>/` prefixes never overlap between topics.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class KeyKind(Enum):
+    CLUSTER_ID = "cluster_id"
+    BROKER = "broker"
+    CONTROLLER = "controller"
+    CONTROLLER_EPOCH = "controller_epoch"
+    TOPIC = "topic"
+    PARTITION = "partition"
+    REASSIGNMENT = "reassignment"
+    PRODUCER_ID_BLOCK = "producer_id_block"
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedKey:
+    kind: KeyKind
+    topic: str | None = None
+    partition: int | None = None
+    broker_id: int | None = None
+
+
+class KeyLayout:
+    def __init__(self, cluster_name: str, root: str = "/brook") -> None:
+        if not _NAME.match(cluster_name):
+            raise ValueError(f"cluster name {cluster_name!r} must be 1-249 of [a-zA-Z0-9._-]")
+        self.cluster_name = cluster_name
+        self.prefix = f"{root.rstrip('/')}/{cluster_name}/".encode()
+
+    def _k(self, rest: str) -> bytes:
+        return self.prefix + rest.encode()
+
+    @property
+    def cluster_id(self) -> bytes:
+        return self._k("cluster_id")
+
+    @property
+    def brokers(self) -> bytes:
+        return self._k("brokers/")
+
+    def broker(self, broker_id: int) -> bytes:
+        return self._k(f"brokers/{broker_id}")
+
+    @property
+    def controller(self) -> bytes:
+        return self._k("controller")
+
+    @property
+    def controller_epoch(self) -> bytes:
+        return self._k("controller_epoch")
+
+    @property
+    def topics(self) -> bytes:
+        return self._k("topics/")
+
+    def topic(self, name: str) -> bytes:
+        _check_topic(name)
+        return self._k(f"topics/{name}")
+
+    @property
+    def partitions(self) -> bytes:
+        return self._k("partitions/")
+
+    def partitions_of(self, topic: str) -> bytes:
+        _check_topic(topic)
+        return self._k(f"partitions/{topic}/")
+
+    def partition(self, topic: str, partition: int) -> bytes:
+        return self.partitions_of(topic) + str(int(partition)).encode()
+
+    def reassignments_of(self, topic: str) -> bytes:
+        _check_topic(topic)
+        return self._k(f"reassignments/{topic}/")
+
+    def reassignment(self, topic: str, partition: int) -> bytes:
+        return self.reassignments_of(topic) + str(int(partition)).encode()
+
+    @property
+    def producer_id_block(self) -> bytes:
+        return self._k("producer_id_block")
+
+    def parse(self, key: bytes) -> ParsedKey | None:
+        """What a key under this cluster's prefix is; None for keys this version does not know."""
+        if not key.startswith(self.prefix):
+            return None
+        parts = key[len(self.prefix) :].decode(errors="replace").split("/")
+        try:
+            match parts:
+                case ["cluster_id"]:
+                    return ParsedKey(KeyKind.CLUSTER_ID)
+                case ["controller"]:
+                    return ParsedKey(KeyKind.CONTROLLER)
+                case ["controller_epoch"]:
+                    return ParsedKey(KeyKind.CONTROLLER_EPOCH)
+                case ["producer_id_block"]:
+                    return ParsedKey(KeyKind.PRODUCER_ID_BLOCK)
+                case ["brokers", b]:
+                    return ParsedKey(KeyKind.BROKER, broker_id=int(b))
+                case ["topics", t]:
+                    return ParsedKey(KeyKind.TOPIC, topic=t)
+                case ["partitions", t, p]:
+                    return ParsedKey(KeyKind.PARTITION, topic=t, partition=int(p))
+                case ["reassignments", t, p]:
+                    return ParsedKey(KeyKind.REASSIGNMENT, topic=t, partition=int(p))
+        except ValueError:
+            return None
+        return None
+
+
+def _check_topic(name: str) -> None:
+    if not _NAME.match(name) or name in (".", ".."):
+        raise ValueError(f"illegal topic name {name!r}")

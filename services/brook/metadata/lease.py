@@ -1,0 +1,97 @@
+"""A lease kept alive by our own task (aetcd has no background keep-alive)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from ._tasks import cancel_and_wait
+from .client import EtcdClient
+from .errors import MetadataError
+
+log = logging.getLogger(__name__)
+
+
+class KeptLease:
+    """An etcd lease refreshed every TTL/3 until `stop_keepalive()` or `revoke()`.
+
+    `lost` is set as soon as the lease must be assumed gone: etcd answered that it no longer has it,
+    or no refresh succeeded before the TTL ran out counted from the last successful refresh's
+    *sending* time (etcd counts from when it received it, so our deadline is never the later one).
+    """
+
+    def __init__(self, client: EtcdClient, lease_id: int, ttl: int, granted_at: float) -> None:
+        self._client = client
+        self.id = lease_id
+        self.ttl = ttl
+        self.lost = asyncio.Event()
+        self.lost_reason = ""
+        self._alive_until = granted_at + ttl
+        self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    async def grant(cls, client: EtcdClient, ttl: int) -> KeptLease:
+        if ttl < 1:
+            raise ValueError("lease TTL must be at least 1 second")
+        asked = asyncio.get_running_loop().time()
+        lease = await client.grant_lease(ttl)
+        kept = cls(client, lease.id, lease.ttl, asked)
+        kept._task = asyncio.create_task(kept._keepalive(), name=f"etcd-lease-{lease.id:x}")
+        return kept
+
+    @property
+    def alive(self) -> bool:
+        return not self.lost.is_set()
+
+    def _mark_lost(self, reason: str) -> None:
+        if not self.lost.is_set():
+            self.lost_reason = reason
+            log.warning("etcd lease %x lost: %s", self.id, reason)
+            self.lost.set()
+
+    async def _keepalive(self) -> None:
+        loop = asyncio.get_running_loop()
+        interval = max(self.ttl / 3, 0.1)
+        retry = min(interval / 3, 0.25)
+        pause = interval
+        while True:
+            await asyncio.sleep(pause)
+            sent = loop.time()
+            if sent >= self._alive_until:
+                self._mark_lost(f"not refreshed within its {self.ttl}s TTL")
+                return
+            try:
+                remaining = await asyncio.wait_for(
+                    self._client.refresh_lease(self.id), timeout=self._alive_until - sent
+                )
+            except (MetadataError, TimeoutError) as e:
+                if self._client.closed:
+                    self._mark_lost("the etcd client is closed")
+                    return
+                log.debug("etcd lease %x: refresh failed: %r", self.id, e)
+                pause = min(retry, max(self._alive_until - loop.time(), 0.0))
+                continue
+            if remaining <= 0:
+                self._mark_lost("etcd no longer has it (expired or revoked)")
+                return
+            self._alive_until = sent + remaining
+            pause = interval
+
+    def stop_keepalive(self) -> None:
+        """Stop refreshing without revoking: the lease expires after its TTL (what a crash does)."""
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def revoke(self) -> None:
+        """Stop refreshing and revoke now, so keys under the lease go at once. If etcd cannot be
+        reached the lease simply expires after its TTL."""
+        task, self._task = self._task, None
+        await cancel_and_wait(task)
+        try:
+            await self._client.revoke_lease(self.id)
+        except MetadataError as e:
+            log.info("etcd lease %x: revoke failed (%s); it expires in at most %ds", self.id, e, self.ttl)
+        if not self.lost.is_set():
+            self.lost_reason = "revoked"
+            self.lost.set()

@@ -1,0 +1,229 @@
+"""Broker registration: `brokers/<id>` lives exactly as long as the broker's lease."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from ._tasks import cancel_and_wait
+from .client import Compare, EtcdClient, EventType, Get, KeyValue, Put, RangeResult
+from .errors import BrokerIdInUseError, EtcdUnavailableError, MetadataError
+from .keys import KeyLayout
+from .lease import KeptLease
+from .models import BrokerInfo, BrokerJoined, BrokerLeft
+from .watch import watch_prefix
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TTL = 6
+
+
+def parse_brokers(layout: KeyLayout, kvs: Iterable[KeyValue]) -> dict[int, BrokerInfo]:
+    brokers: dict[int, BrokerInfo] = {}
+    for kv in kvs:
+        parsed = layout.parse(kv.key)
+        if parsed is None or parsed.broker_id is None:
+            continue
+        try:
+            brokers[parsed.broker_id] = BrokerInfo.from_json(kv.value, epoch=kv.create_revision)
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("ignoring unreadable broker registration %r: %s", kv.key, e)
+    return brokers
+
+
+async def live_brokers(client: EtcdClient, layout: KeyLayout) -> tuple[dict[int, BrokerInfo], int]:
+    """The registered (so live) brokers, and the revision they were read at."""
+    rr = await client.get_prefix(layout.brokers)
+    return parse_brokers(layout, rr.kvs), rr.revision
+
+
+class BrokerRegistry:
+    """Registers one broker under a lease and keeps it registered.
+
+    `register()` fails with BrokerIdInUseError while another live broker holds the id (after waiting
+    up to `wait_for_stale` seconds for a registration to expire, e.g. the one this broker left behind
+    when it crashed a moment ago). If the lease is lost (etcd unreachable for longer than the TTL, or
+    the lease expired) the broker re-registers by itself with a new lease (and a new epoch); if its id
+    was taken meanwhile, `failed` is set and `failure` says why.
+    """
+
+    def __init__(
+        self,
+        client: EtcdClient,
+        layout: KeyLayout,
+        broker: BrokerInfo,
+        *,
+        ttl: int = DEFAULT_TTL,
+        wait_for_stale: float = 0.0,
+    ) -> None:
+        self._client = client
+        self._layout = layout
+        self._broker = broker
+        self.ttl = ttl
+        self.wait_for_stale = wait_for_stale
+        self._lease: KeptLease | None = None
+        self._supervisor: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.registered = asyncio.Event()
+        self.failed = asyncio.Event()
+        self.failure: MetadataError | None = None
+        self.registrations = 0
+
+    @property
+    def broker(self) -> BrokerInfo:
+        """This broker, with the epoch of its current registration."""
+        return self._broker
+
+    @property
+    def lease_id(self) -> int | None:
+        return self._lease.id if self._lease is not None else None
+
+    async def register(self) -> BrokerInfo:
+        self._stopping = False
+        await self._register_once(self.wait_for_stale)
+        if self._supervisor is None:
+            self._supervisor = asyncio.create_task(
+                self._supervise(), name=f"broker-{self._broker.broker_id}-registration"
+            )
+        return self._broker
+
+    async def _register_once(self, wait_for_stale: float) -> None:
+        key = self._layout.broker(self._broker.broker_id)
+        lease = await KeptLease.grant(self._client, self.ttl)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_for_stale
+        try:
+            while True:
+                r = await self._client.txn(
+                    [Compare.absent(key)], [Put(key, self._broker.to_json(), lease.id)], [Get(key)]
+                )
+                if r.succeeded:
+                    break
+                holder = r.gets[0][0] if r.gets and r.gets[0] else None
+                if holder is None:
+                    continue  # it expired in between
+                if loop.time() >= deadline:
+                    try:
+                        who = BrokerInfo.from_json(holder.value)
+                        at = f"{who.host}:{who.port}"
+                    except (ValueError, KeyError, TypeError):
+                        at = "an unreadable address"
+                    raise BrokerIdInUseError(
+                        f"broker id {self._broker.broker_id} is already registered by a live broker at {at} "
+                        f"(etcd lease {holder.lease:x}, expires within {self.ttl}s of that broker's last "
+                        "keep-alive): give this broker another node id, or stop the other one"
+                    )
+                await asyncio.sleep(0.2)
+        except BaseException:
+            await lease.revoke()
+            raise
+        self._lease = lease
+        self._broker = BrokerInfo(
+            self._broker.broker_id, self._broker.host, self._broker.port, self._broker.rack, epoch=r.revision
+        )
+        self.registrations += 1
+        self.registered.set()
+        log.info("broker %d registered (epoch %d, lease %x)", self._broker.broker_id, r.revision, lease.id)
+
+    async def _supervise(self) -> None:
+        while True:
+            lease = self._lease
+            assert lease is not None
+            await lease.lost.wait()
+            if self._stopping:
+                return
+            self.registered.clear()
+            log.warning(
+                "broker %d: registration lost (%s); re-registering", self._broker.broker_id, lease.lost_reason
+            )
+            await lease.revoke()  # if etcd still has it, the old key goes now instead of after the TTL
+            delay = 0.1
+            while not self._stopping:
+                try:
+                    # Our own old key may outlive the lease we gave up on by up to a TTL.
+                    await self._register_once(wait_for_stale=self.ttl + 1)
+                    break
+                except BrokerIdInUseError as e:
+                    self.failure = e
+                    self.failed.set()
+                    log.error("broker %d cannot re-register: %s", self._broker.broker_id, e)
+                    return
+                except (EtcdUnavailableError, MetadataError) as e:
+                    if self._client.closed:
+                        return
+                    log.info("broker %d: re-registration failed (%s); retrying", self._broker.broker_id, e)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+
+    async def _stop_supervisor(self) -> None:
+        self._stopping = True
+        task, self._supervisor = self._supervisor, None
+        await cancel_and_wait(task)
+
+    async def deregister(self) -> None:
+        """Leave the cluster now (revoke the lease: the key goes at once)."""
+        await self._stop_supervisor()
+        self.registered.clear()
+        if self._lease is not None:
+            await self._lease.revoke()
+            self._lease = None
+
+    async def abandon(self) -> None:
+        """Stop keeping the registration alive without revoking it, as a crash would: the key goes
+        when the lease expires (tests)."""
+        await self._stop_supervisor()
+        if self._lease is not None:
+            self._lease.stop_keepalive()
+            self._lease = None
+
+    async def live_brokers(self) -> dict[int, BrokerInfo]:
+        return (await live_brokers(self._client, self._layout))[0]
+
+    async def watch_membership(self) -> MembershipWatch:
+        return await MembershipWatch.start(self._client, self._layout)
+
+
+class MembershipWatch:
+    """The live brokers now (`brokers`, kept current as events are consumed) and, by iteration, every
+    BrokerJoined / BrokerLeft after that. A re-registration is a BrokerLeft then a BrokerJoined with
+    a larger epoch (or a BrokerJoined alone when the lease expiry and the new registration fall in
+    the same compacted stretch of history)."""
+
+    def __init__(self, client: EtcdClient, layout: KeyLayout, rr: RangeResult) -> None:
+        self._layout = layout
+        self.brokers = parse_brokers(layout, rr.kvs)
+        self.snapshot_revision = rr.revision
+        self._watch = watch_prefix(client, layout.brokers, rr.revision + 1, rr.kvs)
+
+    @classmethod
+    async def start(cls, client: EtcdClient, layout: KeyLayout) -> MembershipWatch:
+        return cls(client, layout, await client.get_prefix(layout.brokers))
+
+    @property
+    def revision(self) -> int:
+        return self._watch.revision
+
+    def __aiter__(self) -> MembershipWatch:
+        return self
+
+    async def __anext__(self) -> BrokerJoined | BrokerLeft:
+        async for ev in self._watch:
+            parsed = self._layout.parse(ev.key)
+            if parsed is None or parsed.broker_id is None:
+                continue
+            if ev.type is EventType.DELETE:
+                if self.brokers.pop(parsed.broker_id, None) is None and not ev.resync:
+                    continue
+                return BrokerLeft(parsed.broker_id, ev.revision, ev.resync)
+            try:
+                info = BrokerInfo.from_json(ev.value, epoch=ev.create_revision)
+            except (ValueError, KeyError, TypeError) as e:
+                log.warning("ignoring unreadable broker registration %r: %s", ev.key, e)
+                continue
+            self.brokers[info.broker_id] = info
+            return BrokerJoined(info, ev.revision, ev.resync)
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        await self._watch.aclose()

@@ -1,0 +1,117 @@
+"""Controller election against a real etcd: one winner, failover within the TTL, epochs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from brook.dev.etcd import EtcdProcess
+from brook.metadata import ControllerElection, ControllerInfo, EtcdClient, KeyLayout
+from tests.support.etcd import cluster_name, etcd_process, eventually, run
+
+TTL = 1
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdProcess]:
+    yield from etcd_process(tmp_path_factory)
+
+
+async def _contenders(etcd: EtcdProcess, n: int) -> tuple[list[EtcdClient], list[ControllerElection]]:
+    layout = KeyLayout(cluster_name())
+    clients = [EtcdClient(etcd.endpoint) for _ in range(n)]
+    elections = [ControllerElection(c, layout, i + 1, ttl=TTL) for i, c in enumerate(clients)]
+    await asyncio.gather(*(e.start() for e in elections))
+    return clients, elections
+
+
+async def _close(clients: list[EtcdClient], elections: list[ControllerElection]) -> None:
+    for e in elections:
+        await e.stop()
+    for c in clients:
+        await c.close()
+
+
+def _winners(elections: list[ControllerElection]) -> list[ControllerElection]:
+    return [e for e in elections if e.is_controller]
+
+
+def test_exactly_one_of_three_wins_and_all_agree(etcd: EtcdProcess) -> None:
+    async def scenario() -> None:
+        clients, elections = await _contenders(etcd, 3)
+        try:
+            await eventually(lambda: all(e.controller is not None for e in elections), 5)
+            winners = _winners(elections)
+            assert len(winners) == 1
+            leader = winners[0]
+            assert leader.epoch == 1
+            assert {e.controller for e in elections} == {ControllerInfo(leader.broker_id, 1)}
+            await asyncio.sleep(3 * TTL)  # the winner keeps its lease alive
+            assert _winners(elections) == [leader]
+        finally:
+            await _close(clients, elections)
+
+    run(scenario())
+
+
+def test_crashed_controller_is_replaced_within_ttl_and_epoch_grows(etcd: EtcdProcess) -> None:
+    async def scenario() -> None:
+        clients, elections = await _contenders(etcd, 3)
+        try:
+            await eventually(lambda: len(_winners(elections)) == 1, 5)
+            old = _winners(elections)[0]
+            old_epoch = old.epoch
+            assert old_epoch is not None
+            resigned: list[ControllerInfo] = []
+            t0 = time.monotonic()
+            await old.abandon()  # no revoke: the lease has to expire
+            rest = [e for e in elections if e is not old]
+            await eventually(lambda: len(_winners(rest)) == 1, TTL + 2.5)
+            took = time.monotonic() - t0
+            new = _winners(rest)[0]
+            assert new.epoch == old_epoch + 1
+            await eventually(lambda: all(e.controller == new.controller for e in rest), 2)
+            assert not resigned
+            print(f"failover after a crash took {took:.2f}s with TTL {TTL}s")
+
+            # A clean stop resigns at once: the next one takes over well before the TTL.
+            t0 = time.monotonic()
+            await new.stop()
+            last = [e for e in rest if e is not new]
+            await eventually(lambda: len(_winners(last)) == 1, TTL + 2.5)
+            assert time.monotonic() - t0 < TTL
+            assert last[0].epoch == old_epoch + 2
+        finally:
+            await _close(clients, elections)
+
+    run(scenario())
+
+
+def test_callbacks_and_resignation_when_lease_is_revoked_behind_its_back(etcd: EtcdProcess) -> None:
+    async def scenario() -> None:
+        layout = KeyLayout(cluster_name())
+        events: list[tuple[str, int]] = []
+        async with EtcdClient(etcd.endpoint) as client:
+            e = ControllerElection(
+                client,
+                layout,
+                5,
+                ttl=TTL,
+                on_elected=lambda info: events.append(("elected", info.epoch)),
+                on_resigned=lambda info: events.append(("resigned", info.epoch)),
+            )
+            await e.start()
+            await e.wait_elected(5)
+            # Someone deletes the controller key (an operator, or etcd's lease expiry): step down,
+            # then win again with the next epoch.
+            await client.delete(layout.controller)
+            await eventually(lambda: events[-1:] == [("elected", 2)], 5)
+            assert events == [("elected", 1), ("resigned", 1), ("elected", 2)]
+            await e.stop()
+            assert events[-1] == ("resigned", 2)
+            assert await client.get(layout.controller) is None
+
+    run(scenario())

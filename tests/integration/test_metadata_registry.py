@@ -1,0 +1,99 @@
+"""Broker registration under a lease against a real etcd."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from brook.dev.etcd import EtcdProcess
+from brook.metadata import (
+    BrokerIdInUseError,
+    BrokerInfo,
+    BrokerJoined,
+    BrokerLeft,
+    BrokerRegistry,
+    EtcdClient,
+    KeyLayout,
+)
+from tests.support.etcd import cluster_name, etcd_process, eventually, run
+
+TTL = 1
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EtcdProcess]:
+    yield from etcd_process(tmp_path_factory)
+
+
+def test_registration_lives_with_the_lease(etcd: EtcdProcess) -> None:
+    async def scenario() -> None:
+        layout = KeyLayout(cluster_name())
+        async with EtcdClient(etcd.endpoint) as client:
+            a = BrokerRegistry(client, layout, BrokerInfo(1, "10.0.0.1", 9092, "a"), ttl=TTL)
+            b = BrokerRegistry(client, layout, BrokerInfo(2, "10.0.0.2", 9092, None), ttl=TTL)
+            await a.register()
+            await b.register()
+            live = await a.live_brokers()
+            assert set(live) == {1, 2}
+            assert live[1] == a.broker and live[1].epoch > 0 and live[2].rack is None
+
+            await asyncio.sleep(3 * TTL)  # kept alive by the keep-alive loop
+            assert set(await a.live_brokers()) == {1, 2}
+
+            await b.abandon()  # crash: no revoke, the lease expires
+            await eventually(lambda: _has_only(a, {1}), TTL + 2.5)
+
+            await a.deregister()  # clean: gone at once
+            assert await a.live_brokers() == {}
+
+    run(scenario())
+
+
+async def _has_only(r: BrokerRegistry, ids: set[int]) -> bool:
+    return set(await r.live_brokers()) == ids
+
+
+def test_duplicate_broker_id_is_refused(etcd: EtcdProcess) -> None:
+    async def scenario() -> None:
+        layout = KeyLayout(cluster_name())
+        async with EtcdClient(etcd.endpoint) as c1, EtcdClient(etcd.endpoint) as c2:
+            first = BrokerRegistry(c1, layout, BrokerInfo(3, "host-a", 9092), ttl=TTL)
+            await first.register()
+            second = BrokerRegistry(c2, layout, BrokerInfo(3, "host-b", 9093), ttl=TTL)
+            with pytest.raises(BrokerIdInUseError, match="host-a:9092"):
+                await second.register()
+            assert (await first.live_brokers())[3].host == "host-a"
+
+            # A restarted broker whose previous incarnation crashed a moment ago waits for it.
+            await first.abandon()
+            again = BrokerRegistry(c2, layout, BrokerInfo(3, "host-a", 9092), ttl=TTL, wait_for_stale=TTL + 2)
+            info = await again.register()
+            assert info.epoch > first.broker.epoch
+            await again.deregister()
+
+    run(scenario())
+
+
+def test_lost_lease_re_registers_and_membership_watch_sees_it(etcd: EtcdProcess) -> None:
+    async def scenario() -> None:
+        layout = KeyLayout(cluster_name())
+        async with EtcdClient(etcd.endpoint) as client:
+            reg = BrokerRegistry(client, layout, BrokerInfo(4, "h", 1), ttl=TTL)
+            await reg.register()
+            watch = await reg.watch_membership()
+            assert set(watch.brokers) == {4}
+            epoch = reg.broker.epoch
+            lease = reg.lease_id
+            assert lease is not None
+            await client.revoke_lease(lease)  # etcd drops it behind the broker's back
+            events = [await asyncio.wait_for(watch.__anext__(), 5) for _ in range(2)]
+            assert isinstance(events[0], BrokerLeft) and events[0].broker_id == 4
+            assert isinstance(events[1], BrokerJoined) and events[1].broker.epoch > epoch
+            await eventually(lambda: reg.registrations == 2 and reg.registered.is_set(), 2)
+            assert watch.brokers[4].epoch == reg.broker.epoch == events[1].broker.epoch
+            await watch.aclose()
+            await reg.deregister()
+
+    run(scenario())
