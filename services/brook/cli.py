@@ -1,10 +1,16 @@
-"""The `brook` command: `brook broker` (one broker, as a pod runs it) and `brook dev up`."""
+"""The `brook` command: `brook broker` (one broker, as a pod runs it) and `brook dev up`.
+
+Every `brook broker` flag can also come from an environment variable BROOK_<FLAG> (upper case,
+dashes as underscores), e.g. BROOK_NODE_ID, BROOK_ETCD_ENDPOINTS; flags win over the environment.
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import os
+import re
+import socket
 import sys
 from pathlib import Path
 
@@ -18,6 +24,30 @@ def _env(name: str, default: str | None = None) -> str | None:
     return os.environ.get(f"BROOK_{name}", default)
 
 
+def _env_defaults(parser: argparse.ArgumentParser) -> None:
+    """Defaults from BROOK_* environment variables, typed like each flag."""
+    for action in parser._actions:
+        raw = _env(action.dest.upper()) if action.option_strings and action.dest != "help" else None
+        if raw is None:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            action.default = raw.lower() in ("1", "true", "yes")
+        elif callable(action.type):
+            action.default = action.type(raw)
+        else:
+            action.default = raw
+
+
+def _node_id(a: argparse.Namespace) -> int:
+    if a.node_id_from_hostname:
+        # A StatefulSet pod is <name>-<ordinal>: the ordinal is the broker id.
+        m = re.search(r"-(\d+)$", os.environ.get("HOSTNAME") or socket.gethostname())
+        if m is None:
+            sys.exit("--node-id-from-hostname: the hostname does not end in -<ordinal>")
+        return int(m.group(1))
+    return int(a.node_id)
+
+
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
     topic_defaults = {}
     for item in a.topic_default or []:
@@ -25,16 +55,19 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         if not sep:
             sys.exit(f"--topic-default expects name=value, got '{item}'")
         topic_defaults[key] = value
+    endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
+    offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)
     return BrokerSettings(
-        node_id=a.node_id,
+        node_id=_node_id(a),
         host=a.host,
         port=a.port,
         advertised_host=a.advertised_host,
         advertised_port=a.advertised_port,
-        rack=a.rack,
+        rack=a.rack or None,
         data_dir=Path(a.data_dir),
         auto_create_topics=a.auto_create_topics == "true",
         num_partitions=a.num_partitions,
+        default_replication_factor=a.default_replication_factor,
         max_request_bytes=a.max_request_bytes,
         retention_check_interval_ms=a.retention_check_interval_ms,
         cleaner_backoff_ms=a.log_cleaner_backoff_ms,
@@ -42,50 +75,70 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         topic_defaults=topic_defaults,
         groups=GroupSettings(
             offsets_topic_partitions=a.offsets_topic_partitions,
+            offsets_topic_replication_factor=offsets_rf,
             offsets_retention_minutes=a.offsets_retention_minutes,
             offsets_retention_check_interval_ms=a.offsets_retention_check_interval_ms,
             min_session_timeout_ms=a.group_min_session_timeout_ms,
             initial_rebalance_delay_ms=a.group_initial_rebalance_delay_ms,
         ),
+        etcd_endpoints=endpoints,
+        cluster_name=a.cluster_name,
+        lease_ttl_s=a.lease_ttl,
+        replica_lag_time_max_ms=a.replica_lag_time_max_ms,
+        replication_throttled_rate=a.replication_throttled_rate,
+        controlled_shutdown_timeout_s=a.controlled_shutdown_timeout,
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="brook", description="Brook: a Kafka-compatible broker")
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
-    sub = p.add_subparsers(dest="command", required=True)
-
-    b = sub.add_parser("broker", help="run one broker (flags, or BROOK_* environment variables)")
-    b.add_argument("--node-id", type=int, default=int(_env("NODE_ID", "0") or 0))
-    b.add_argument("--host", default=_env("HOST", "127.0.0.1"))
-    b.add_argument("--port", type=int, default=int(_env("PORT", "9092") or 9092))
-    b.add_argument("--advertised-host", default=_env("ADVERTISED_HOST"))
-    b.add_argument("--advertised-port", type=int, default=None)
-    b.add_argument("--rack", default=_env("RACK"))
-    b.add_argument("--data-dir", default=_env("DATA_DIR", "data"))
+def _add_broker_flags(b: argparse.ArgumentParser) -> None:
+    g = GroupSettings()
+    b.add_argument("--node-id", type=int, default=0, help="broker.id")
     b.add_argument(
-        "--auto-create-topics", choices=("true", "false"), default=_env("AUTO_CREATE_TOPICS", "true")
+        "--node-id-from-hostname",
+        action="store_true",
+        help="take the broker id from the hostname's -<ordinal> suffix (StatefulSet pods)",
     )
-    b.add_argument("--num-partitions", type=int, default=int(_env("NUM_PARTITIONS", "1") or 1))
-    b.add_argument("--max-request-bytes", type=int, default=100 * 1024 * 1024)
+    b.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    b.add_argument("--port", type=int, default=9092)
+    b.add_argument("--advertised-host", default=None, help="host clients are told to use (default: --host)")
+    b.add_argument("--advertised-port", type=int, default=None)
+    b.add_argument("--rack", default=None, help="broker.rack")
+    b.add_argument("--data-dir", default="data", help="log.dirs")
+    b.add_argument(
+        "--etcd-endpoints",
+        default="",
+        help="comma-separated etcd endpoints (host:port); empty: a single node with local metadata",
+    )
+    b.add_argument("--cluster-name", default="default", help="the key prefix of this cluster in etcd")
+    b.add_argument("--lease-ttl", type=int, default=6, help="seconds after which a silent broker is dead")
+    b.add_argument("--auto-create-topics", choices=("true", "false"), default="true")
+    b.add_argument("--num-partitions", type=int, default=1)
+    b.add_argument("--default-replication-factor", type=int, default=1)
+    b.add_argument("--replica-lag-time-max-ms", type=int, default=30_000)
+    b.add_argument(
+        "--replication-throttled-rate",
+        type=int,
+        default=0,
+        help="bytes/s for replicas being added by a reassignment; 0: unlimited",
+    )
+    b.add_argument("--controlled-shutdown-timeout", type=float, default=15.0)
+    b.add_argument(
+        "--max-request-bytes", type=int, default=100 * 1024 * 1024, help="socket.request.max.bytes"
+    )
     b.add_argument("--retention-check-interval-ms", type=int, default=300_000)
     b.add_argument(
         "--log-cleaner-backoff-ms", type=int, default=15_000, help="pause between compaction passes"
     )
-    b.add_argument("--event-loop", choices=("asyncio", "uvloop"), default=_env("EVENT_LOOP", "asyncio"))
+    b.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
     b.add_argument(
         "--topic-default",
         action="append",
         metavar="NAME=VALUE",
         help="broker-wide default for a topic config, e.g. retention.ms=60000",
     )
-
-    g = GroupSettings()
+    b.add_argument("--offsets-topic-partitions", type=int, default=g.offsets_topic_partitions)
     b.add_argument(
-        "--offsets-topic-partitions",
-        type=int,
-        default=g.offsets_topic_partitions,
-        help="offsets.topic.num.partitions",
+        "--offsets-topic-replication-factor", type=int, default=0, help="default: 3 in a cluster, else 1"
     )
     b.add_argument("--offsets-retention-minutes", type=int, default=g.offsets_retention_minutes)
     b.add_argument(
@@ -94,11 +147,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--group-min-session-timeout-ms", type=int, default=g.min_session_timeout_ms)
     b.add_argument("--group-initial-rebalance-delay-ms", type=int, default=g.initial_rebalance_delay_ms)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="brook", description="Brook: a Kafka-compatible broker")
+    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("broker", help="run one broker")
+    _add_broker_flags(b)
+    _env_defaults(b)
+
     d = sub.add_parser("dev", help="local development cluster")
     dsub = d.add_subparsers(dest="dev_command", required=True)
-    up = dsub.add_parser("up", help="start a local broker and print its bootstrap address")
+    up = dsub.add_parser("up", help="start a local Brook and print its bootstrap address")
     up.add_argument("--data-dir", type=Path, default=None, help="default: a new temporary directory")
-    up.add_argument("--port", type=int, default=9092)
+    up.add_argument("--port", type=int, default=9092, help="the first broker's port (others follow)")
+    up.add_argument("--brokers", type=int, default=3, help="brokers (with etcd); 1: a single node, no etcd")
     up.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
     return p
 
@@ -112,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         settings = _broker_settings(args)
         run(settings, lambda s: print(f"bootstrap: {settings.advertised[0]}:{s.port}", flush=True))
     elif args.command == "dev":
-        dev_up(args.data_dir, args.port, args.event_loop)
+        dev_up(args.data_dir, args.port, args.brokers, args.event_loop)
 
 
 if __name__ == "__main__":

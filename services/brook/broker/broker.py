@@ -1,9 +1,16 @@
-"""The broker node: settings, metadata, hosted partitions, and their start/stop lifecycle."""
+"""The broker node: settings, metadata, hosted partitions, groups, and their start/stop lifecycle.
+
+Admin operations (topics, configs, producer ids) go to the node's single-node metadata store or, in a
+cluster, to etcd through `ClusterNode`; handlers see one async surface either way.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from brook.groups import GroupCoordinator
 
+from .cluster import ClusterNode
 from .offsets_topic import OffsetsTopic
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
@@ -13,7 +20,10 @@ from .topics import LocalMetadataStore, MetadataStore, TopicMeta
 class Broker:
     def __init__(self, settings: BrokerSettings, store: MetadataStore | None = None) -> None:
         self.settings = settings
-        self.store: MetadataStore = store or LocalMetadataStore(settings.data_dir, settings.cluster_id)
+        self.cluster = ClusterNode(self) if settings.etcd_endpoints else None
+        self.store: MetadataStore | None = None
+        if self.cluster is None:
+            self.store = store or LocalMetadataStore(settings.data_dir, settings.cluster_id)
         self.replicas = ReplicaManager(settings, self.store)
         self.groups = GroupCoordinator(OffsetsTopic(self), settings.groups)
 
@@ -23,14 +33,19 @@ class Broker:
 
     @property
     def cluster_id(self) -> str:
+        if self.cluster is not None:
+            return self.cluster.cluster_id
+        assert self.store is not None
         return self.store.cluster_id()
 
     @property
     def controller_id(self) -> int:
-        return self.settings.node_id
+        return self.cluster.controller_id if self.cluster is not None else self.settings.node_id
 
     def brokers(self) -> list[tuple[int, str, int, str | None]]:
         """(node id, host, port, rack) of every live broker."""
+        if self.cluster is not None:
+            return self.cluster.brokers()
         host, port = self.settings.advertised
         return [(self.settings.node_id, host, port, self.settings.rack)]
 
@@ -42,20 +57,56 @@ class Broker:
 
     def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
         """(leader, leader epoch, replicas, ISR) of a partition as clients should see it."""
+        if self.cluster is not None:
+            return self.cluster.partition_state(topic, index)
         role = self.replicas.partition(topic, index).role
         return role.leader, role.leader_epoch, list(role.replicas), list(role.isr)
 
     def leader_epoch(self, topic: str, index: int) -> int:
-        return self.replicas.partition(topic, index).leader_epoch
+        return self.partition_state(topic, index)[1]
 
-    def create_topic(
+    # -- admin -------------------------------------------------------------------------------------
+    async def create_topic(
         self,
         name: str,
         partitions: int = -1,
         replication_factor: int = -1,
-        configs: dict[str, str | None] | None = None,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
     ) -> TopicMeta:
+        if self.cluster is not None:
+            return await self.cluster.create_topic(
+                name, partitions, replication_factor, configs or {}, validate_only
+            )
+        if validate_only:
+            n, rf = self.replicas.validate_new_topic(name, partitions, replication_factor, configs or {})
+            return TopicMeta(
+                name, bytes(16), n, rf, {k: v for k, v in (configs or {}).items() if v is not None}
+            )
         return self.replicas.create_topic(name, partitions, replication_factor, configs)
+
+    async def delete_topic(self, name: str) -> TopicMeta:
+        if self.cluster is not None:
+            return await self.cluster.delete_topic(name)
+        return self.replicas.delete_topic(name)
+
+    async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        if self.cluster is not None:
+            await self.cluster.add_partitions(name, count, validate_only)
+        else:
+            self.replicas.add_partitions(name, count, validate_only)
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        if self.cluster is not None:
+            await self.cluster.set_topic_configs(name, configs)
+        else:
+            self.replicas.set_topic_configs(name, configs)
+
+    async def allocate_producer_id(self) -> int:
+        if self.cluster is not None:
+            return await self.cluster.allocate_producer_id()
+        assert self.store is not None
+        return self.store.allocate_producer_id()
 
     async def append_committed(self, topic: str, index: int, records: memoryview) -> int:
         """Append as the leader and return once the write is committed (acks=all); the base offset."""
@@ -64,11 +115,17 @@ class Broker:
         await p.wait_committed(outcome.last_offset, 30.0)
         return outcome.base_offset
 
+    # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        self.replicas.open()
+        if self.cluster is not None:
+            await self.cluster.start()
+        else:
+            self.replicas.open()
         self.replicas.start_timers()
         self.groups.start()
 
     async def stop(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.stop()  # controlled shutdown: leaderships move first
         await self.groups.stop()
         await self.replicas.stop()

@@ -19,9 +19,9 @@ class OffsetsTopic:
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
 
-    def ensure_topic(self, partitions: int, replication_factor: int) -> None:
+    async def ensure_topic(self, partitions: int, replication_factor: int) -> None:
         try:
-            self._broker.create_topic(
+            await self._broker.create_topic(
                 OFFSETS_TOPIC,
                 partitions,
                 replication_factor,

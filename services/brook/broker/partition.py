@@ -53,7 +53,9 @@ def _now_ms() -> float:
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, log: PartitionLog, node_id: int = 0) -> None:
+    def __init__(
+        self, topic: str, index: int, log: PartitionLog, node_id: int = 0, leads: bool = True
+    ) -> None:
         self.topic = topic
         self.index = index
         self.log = log
@@ -63,8 +65,11 @@ class Partition:
         for h in log.iter_batch_headers():
             self.producers.record(h, h.base_offset)
             self.epochs.assign(h.partition_leader_epoch, h.base_offset)
-        # A single-node partition leads itself at epoch 0 until the cluster says otherwise.
-        self.role = PartitionRole(node_id, max(self.epochs.latest_epoch, 0), [node_id], [node_id])
+        # A single-node partition leads itself; in a cluster it waits for its state from etcd.
+        epoch = max(self.epochs.latest_epoch, 0)
+        self.role = (
+            PartitionRole(node_id, epoch, [node_id], [node_id]) if leads else PartitionRole(-1, epoch, [], [])
+        )
         self._hw = log.log_end_offset
         self.followers: dict[int, FollowerProgress] = {}
         self._waiters: set[asyncio.Future[None]] = set()

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 class ReplicaManager:
-    def __init__(self, settings: BrokerSettings, store: MetadataStore) -> None:
+    def __init__(self, settings: BrokerSettings, store: MetadataStore | None) -> None:
         self.settings = settings
         self.store = store
         self._partitions: dict[tuple[str, int], Partition] = {}
@@ -32,9 +32,10 @@ class ReplicaManager:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> None:
+        """Open every topic of the single-node store (a cluster opens what etcd assigns it instead)."""
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        for meta in self.store.topics().values():
-            self._open_topic(meta)
+        for meta in self._local_store().topics().values():
+            self.apply_topic(meta)
         self._remove_deleted_dirs()
 
     def start_timers(self) -> None:
@@ -79,8 +80,16 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         p = self._partitions.get((topic, index))
         if p is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} is not hosted here")
+            meta = self._topics.get(topic)
+            if meta is not None and 0 <= index < meta.partitions:
+                raise KafkaError(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, f"{topic}-{index} has no replica on this broker"
+                )
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} does not exist")
         return p
+
+    def local_partition(self, topic: str, index: int) -> Partition | None:
+        return self._partitions.get((topic, index))
 
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
@@ -90,7 +99,12 @@ class ReplicaManager:
 
     # -- topic lifecycle ---------------------------------------------------------------------------
     def validate_new_topic(
-        self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str | None]
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        brokers: int = 1,
     ) -> tuple[int, int]:
         """Check a CreateTopics entry; returns (partitions, replication factor) with defaults applied."""
         if (err := topic_name_error(name)) is not None:
@@ -105,15 +119,60 @@ class ReplicaManager:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR, f"replication factor must be positive, got {rf}"
             )
-        if rf > 1:
+        if rf > brokers:
             raise KafkaError(
                 ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"replication factor {rf} is larger than the number of brokers (1)",
+                f"replication factor {rf} is larger than the number of brokers ({brokers})",
             )
         for key, value in configs.items():
             if (err := validate_topic_config(key, value)) is not None:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, err)
         return n, rf
+
+    def apply_topic(self, meta: TopicMeta, local: Iterable[int] | None = None) -> list[Partition]:
+        """Make this broker's copy of a topic match `meta`: the partitions in `local` (all when None) are
+        open here, others are closed and their data removed. Returns the partitions opened now."""
+        self._topics[meta.name] = meta
+        self._by_id[meta.topic_id] = meta
+        config = self.topic_config(meta)
+        wanted = set(range(meta.partitions) if local is None else local)
+        opened = []
+        for i in sorted(wanted):
+            existing = self._partitions.get((meta.name, i))
+            if existing is not None:
+                existing.log.update_config(config)
+                continue
+            plog = PartitionLog.open(self._partition_dir(meta.name, i), config)
+            p = Partition(meta.name, i, plog, self.settings.node_id, leads=local is None)
+            self._partitions[(meta.name, i)] = p
+            opened.append(p)
+        for topic, i in [k for k in self._partitions if k[0] == meta.name and k[1] not in wanted]:
+            self._drop(topic, i)
+        return opened
+
+    def remove_topic(self, name: str) -> TopicMeta | None:
+        meta = self._topics.pop(name, None)
+        if meta is not None:
+            self._by_id.pop(meta.topic_id, None)
+        for topic, i in [k for k in self._partitions if k[0] == name]:
+            self._drop(topic, i)
+        self._remove_deleted_dirs()
+        return meta
+
+    def _drop(self, topic: str, index: int) -> None:
+        p = self._partitions.pop((topic, index))
+        p.become_follower(p.role)  # fails waiting produces
+        p.log.close()
+        # Rename first so a topic re-created with the same name never sees the old files.
+        tomb = p.log.directory.with_name(f"{p.log.directory.name}.{uuid.uuid4().hex}-delete")
+        p.log.directory.rename(tomb)
+        self._remove_deleted_dirs()
+
+    # -- single-node metadata (a cluster keeps it in etcd: see cluster.py) -------------------------
+    def _local_store(self) -> MetadataStore:
+        if self.store is None:
+            raise RuntimeError("topic metadata of a cluster lives in etcd")
+        return self.store
 
     def create_topic(
         self,
@@ -125,31 +184,21 @@ class ReplicaManager:
         configs = dict(configs or {})
         n, rf = self.validate_new_topic(name, partitions, replication_factor, configs)
         meta = TopicMeta(name, new_topic_id(), n, rf, {k: v for k, v in configs.items() if v is not None})
-        self.store.put_topic(meta)
-        self._open_topic(meta)
+        self._local_store().put_topic(meta)
+        self.apply_topic(meta)
         log.info("created topic %s with %d partitions", name, n)
         return meta
 
     def delete_topic(self, name: str) -> TopicMeta:
-        meta = self._topics.get(name)
-        if meta is None:
+        if name not in self._topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-        self.store.delete_topic(name)
-        del self._topics[name]
-        self._by_id.pop(meta.topic_id, None)
-        for i in range(meta.partitions):
-            p = self._partitions.pop((name, i), None)
-            if p is not None:
-                p.wake_fetchers()
-                p.log.close()
-                # Rename first so a topic re-created with the same name never sees the old files.
-                tomb = p.log.directory.with_name(f"{p.log.directory.name}.{uuid.uuid4().hex}-delete")
-                p.log.directory.rename(tomb)
-        self._remove_deleted_dirs()
+        self._local_store().delete_topic(name)
+        meta = self.remove_topic(name)
+        assert meta is not None
         log.info("deleted topic %s", name)
         return meta
 
-    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def check_new_partition_count(self, name: str, count: int) -> TopicMeta:
         meta = self._topics.get(name)
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
@@ -158,11 +207,15 @@ class ReplicaManager:
                 ErrorCode.INVALID_PARTITIONS,
                 f"topic '{name}' has {meta.partitions} partitions; the new count must be larger, got {count}",
             )
+        return meta
+
+    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        meta = self.check_new_partition_count(name, count)
         if validate_only:
             return
         meta = TopicMeta(meta.name, meta.topic_id, count, meta.replication_factor, dict(meta.configs))
-        self.store.put_topic(meta)
-        self._open_topic(meta)
+        self._local_store().put_topic(meta)
+        self.apply_topic(meta)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Replace a topic's config overrides (already validated) and apply them to open logs."""
@@ -170,20 +223,8 @@ class ReplicaManager:
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
         meta = TopicMeta(meta.name, meta.topic_id, meta.partitions, meta.replication_factor, dict(configs))
-        self.store.put_topic(meta)
-        self._open_topic(meta)
-
-    def _open_topic(self, meta: TopicMeta) -> None:
-        self._topics[meta.name] = meta
-        self._by_id[meta.topic_id] = meta
-        config = self.topic_config(meta)
-        for i in range(meta.partitions):
-            existing = self._partitions.get((meta.name, i))
-            if existing is not None:
-                existing.log.update_config(config)
-                continue
-            plog = PartitionLog.open(self._partition_dir(meta.name, i), config)
-            self._partitions[(meta.name, i)] = Partition(meta.name, i, plog, self.settings.node_id)
+        self._local_store().put_topic(meta)
+        self.apply_topic(meta)
 
     def _partition_dir(self, topic: str, index: int) -> Path:
         return self.settings.data_dir / f"{topic}-{index}"

@@ -28,6 +28,13 @@ class BrokerSettings:
     event_loop: str = "asyncio"  # asyncio (zero-copy sendfile) or uvloop (no loop.sendfile support)
     topic_defaults: dict[str, str] = field(default_factory=dict)  # broker-wide topic config defaults
     groups: GroupSettings = field(default_factory=GroupSettings)
+    # Cluster mode (etcd); empty endpoints: a single node with its metadata in <data_dir>/meta.json.
+    etcd_endpoints: list[str] = field(default_factory=list)
+    cluster_name: str = "default"
+    lease_ttl_s: int = 6  # a broker is declared dead this long after its last lease refresh
+    replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
+    replication_throttled_rate: int = 0  # leader.replication.throttled.rate, bytes/s; 0: unlimited
+    controlled_shutdown_timeout_s: float = 15.0
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -56,7 +56,7 @@ class GroupSettings:
 class OffsetsLog(Protocol):
     """What the coordinator needs from the broker: the `__consumer_offsets` partitions."""
 
-    def ensure_topic(self, partitions: int, replication_factor: int) -> None: ...
+    async def ensure_topic(self, partitions: int, replication_factor: int) -> None: ...
     def is_local_leader(self, partition: int) -> bool: ...
     def topic_exists(self, topic: str) -> bool: ...
     async def append(self, partition: int, batch: bytes) -> None: ...
@@ -119,9 +119,9 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return abs(java_string_hash(group_id)) % self.settings.offsets_topic_partitions
 
-    def ensure_offsets_topic(self) -> None:
+    async def ensure_offsets_topic(self) -> None:
         if not self._log.topic_exists(OFFSETS_TOPIC):
-            self._log.ensure_topic(
+            await self._log.ensure_topic(
                 self.settings.offsets_topic_partitions, self.settings.offsets_topic_replication_factor
             )
             for p in range(self.settings.offsets_topic_partitions):
@@ -130,6 +130,8 @@ class GroupCoordinator:
 
     def load_partition(self, partition: int) -> None:
         """Rebuild groups and offsets from one `__consumer_offsets` partition (this broker now leads it)."""
+        if partition in self._loaded:
+            return
         for chunk in self._log.read_batches(partition):
             for _, key, value in iter_records(chunk):
                 if key is None:

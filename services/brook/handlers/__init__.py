@@ -24,6 +24,7 @@ from .metadata import handle_describe_cluster, handle_metadata
 from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
+from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
 HANDLERS: dict[int, Handler] = {
@@ -51,6 +52,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
 }
 ADVERTISED: dict[int, tuple[int, int]] = advertised([*HANDLERS, ApiKey.API_VERSIONS])
 HANDLERS[ApiKey.API_VERSIONS] = make_api_versions_handler(ADVERTISED)

@@ -130,7 +130,9 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
     )
 
 
-def _alter(broker: Broker, resource_type: int, name: str, new: dict[str, str], validate_only: bool) -> None:
+async def _alter(
+    broker: Broker, resource_type: int, name: str, new: dict[str, str], validate_only: bool
+) -> None:
     if resource_type != TOPIC:
         raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
     if broker.replicas.topic(name) is None:
@@ -139,10 +141,10 @@ def _alter(broker: Broker, resource_type: int, name: str, new: dict[str, str], v
         if (err := validate_topic_config(k, v)) is not None:
             raise KafkaError(ErrorCode.INVALID_CONFIG, err)
     if not validate_only:
-        broker.replicas.set_topic_configs(name, new)
+        await broker.set_topic_configs(name, new)
 
 
-def _alter_each(
+async def _alter_each(
     broker: Broker, req: Any, new_configs: Callable[[Any], dict[str, str]]
 ) -> list[dict[str, Any]]:
     """Apply `new_configs(resource)` to each resource; one result (error or not) per resource."""
@@ -155,7 +157,7 @@ def _alter_each(
             "resource_name": r.resource_name,
         }
         try:
-            _alter(broker, r.resource_type, r.resource_name, new_configs(r), bool(req.validate_only))
+            await _alter(broker, r.resource_type, r.resource_name, new_configs(r), bool(req.validate_only))
         except KafkaError as e:
             result.update(error_code=e.code, error_message=e.message)
         results.append(result)
@@ -188,7 +190,7 @@ def _incremental(broker: Broker, r: Any) -> dict[str, str]:
 
 async def handle_incremental_alter_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
     req = messages.decode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, hdr.api_version, hdr.body)
-    results = _alter_each(broker, req, lambda r: _incremental(broker, r))
+    results = await _alter_each(broker, req, lambda r: _incremental(broker, r))
     return messages.encode_response(
         ApiKey.INCREMENTAL_ALTER_CONFIGS, hdr.api_version, {"throttle_time_ms": 0, "responses": results}
     )
@@ -197,7 +199,9 @@ async def handle_incremental_alter_configs(broker: Broker, hdr: RequestHeader) -
 async def handle_alter_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
     req = messages.decode_request(ApiKey.ALTER_CONFIGS, hdr.api_version, hdr.body)
     # AlterConfigs replaces the whole set of overrides.
-    results = _alter_each(broker, req, lambda r: {c.name: c.value for c in r.configs if c.value is not None})
+    results = await _alter_each(
+        broker, req, lambda r: {c.name: c.value for c in r.configs if c.value is not None}
+    )
     return messages.encode_response(
         ApiKey.ALTER_CONFIGS, hdr.api_version, {"throttle_time_ms": 0, "responses": results}
     )

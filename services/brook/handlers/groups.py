@@ -15,7 +15,7 @@ from brook.protocol.versions import ApiKey
 from .context import CLIENT_HOST, Body
 
 
-def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
+async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "key": key,
         "node_id": -1,
@@ -32,7 +32,7 @@ def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
     if not key:
         entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="the group id is empty")
         return entry
-    broker.groups.ensure_offsets_topic()
+    await broker.groups.ensure_offsets_topic()
     leader = broker.partition_state(OFFSETS_TOPIC, broker.groups.partition_for(key))[0]
     endpoint = broker.endpoint(leader)
     if endpoint is None:
@@ -49,11 +49,11 @@ async def handle_find_coordinator(broker: Broker, hdr: RequestHeader) -> Body | 
     req = messages.decode_request(ApiKey.FIND_COORDINATOR, v, hdr.body)
     key_type = getattr(req, "key_type", 0) or 0
     if v >= 4:
-        coordinators = [_coordinator(broker, k, key_type) for k in req.coordinator_keys]
+        coordinators = [await _coordinator(broker, k, key_type) for k in req.coordinator_keys]
         return messages.encode_response(
             ApiKey.FIND_COORDINATOR, v, {"throttle_time_ms": 0, "coordinators": coordinators}
         )
-    c = _coordinator(broker, req.key, key_type)
+    c = await _coordinator(broker, req.key, key_type)
     del c["key"]
     return messages.encode_response(ApiKey.FIND_COORDINATOR, v, {"throttle_time_ms": 0, **c})
 

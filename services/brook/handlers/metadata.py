@@ -77,7 +77,7 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
                     topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                     continue
                 try:
-                    meta = broker.create_topic(name)
+                    meta = await broker.create_topic(name)
                 except KafkaError as e:
                     topics.append(_error_entry(name, e.code))
                     continue

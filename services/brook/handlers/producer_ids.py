@@ -30,5 +30,5 @@ async def handle_init_producer_id(broker: Broker, hdr: RequestHeader) -> Body | 
             # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
             fields.update(producer_id=pid, producer_epoch=epoch + 1)
         else:
-            fields.update(producer_id=broker.store.allocate_producer_id(), producer_epoch=0)
+            fields.update(producer_id=await broker.allocate_producer_id(), producer_epoch=0)
     return messages.encode_response(ApiKey.INIT_PRODUCER_ID, version, fields)

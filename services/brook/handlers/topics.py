@@ -32,10 +32,15 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
             else:
                 n, rf = t.num_partitions, t.replication_factor
             if req.validate_only:
-                n, rf = broker.replicas.validate_new_topic(t.name, n, rf, configs)
-                entry.update(error_code=0, error_message=None, num_partitions=n, replication_factor=rf)
+                meta = await broker.create_topic(t.name, n, rf, configs, validate_only=True)
+                entry.update(
+                    error_code=0,
+                    error_message=None,
+                    num_partitions=meta.partitions,
+                    replication_factor=meta.replication_factor,
+                )
             else:
-                meta = broker.create_topic(t.name, n, rf, configs)
+                meta = await broker.create_topic(t.name, n, rf, configs)
                 cfg = broker.replicas.topic_config(meta)
                 entry.update(
                     error_code=0,
@@ -76,7 +81,7 @@ async def handle_delete_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
                 if meta is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {as_uuid(tid)}")
                 name = meta.name
-            meta = broker.replicas.delete_topic(name)
+            meta = await broker.delete_topic(name)
             results.append(
                 {"name": name, "topic_id": as_uuid(meta.topic_id), "error_code": 0, "error_message": None}
             )
@@ -95,7 +100,7 @@ async def handle_create_partitions(broker: Broker, hdr: RequestHeader) -> Body |
     results: list[dict[str, Any]] = []
     for t in req.topics:
         try:
-            broker.replicas.add_partitions(t.name, t.count, bool(req.validate_only))
+            await broker.add_partitions(t.name, t.count, bool(req.validate_only))
             results.append({"name": t.name, "error_code": 0, "error_message": None})
         except KafkaError as e:
             results.append({"name": t.name, "error_code": e.code, "error_message": e.message})

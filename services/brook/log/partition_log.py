@@ -288,29 +288,38 @@ class PartitionLog:
             self._log_start_offset = offset
             write_log_start_offset(self.directory, offset)
 
+    def reset_to(self, offset: int) -> None:
+        """Drop everything and go on, empty, at `offset` (e.g. a follower whose log end is below the
+        leader's log start after retention)."""
+        self._check_open()
+        for segment in reversed(self._segments):
+            segment.delete()
+        self._segments[:] = [Segment.create(self.directory, offset, self._clock())]
+        fsync_dir(self.directory)
+        self._set_log_start_offset(offset)
+        cleaned = self._cleaner_checkpoint
+        if cleaned is not None:
+            self._set_cleaner_checkpoint(CleanerCheckpoint(offset, cleaned.oldest_tombstone_ms))
+        self._unflushed_records = 0
+        self._first_unflushed_ms = None
+
     def truncate_to(self, offset: int) -> None:
         """Drop every batch that holds an offset >= `offset` (a batch straddling it goes whole)."""
         self._check_open()
         if offset >= self.log_end_offset:
             return
-        now = self._clock()
         segments = self._segments
         if offset <= segments[0].base_offset or offset < self._log_start_offset:
-            # Nothing below `offset` survives: start over, empty, at `offset`.
-            for segment in reversed(segments):
-                segment.delete()
-            segments[:] = [Segment.create(self.directory, offset, now)]
-            fsync_dir(self.directory)
-            self._set_log_start_offset(offset)
-        else:
-            keep = bisect_left(segments, offset, key=_base)  # segments starting at or after `offset` go
-            for segment in reversed(segments[keep:]):
-                segment.delete()
-            del segments[keep:]
-            segments[-1].truncate_to(offset)
-            segments[-1].activate()
-            if self._log_start_offset > self.log_end_offset:
-                self._set_log_start_offset(self.log_end_offset)
+            self.reset_to(offset)  # nothing below `offset` survives
+            return
+        keep = bisect_left(segments, offset, key=_base)  # segments starting at or after `offset` go
+        for segment in reversed(segments[keep:]):
+            segment.delete()
+        del segments[keep:]
+        segments[-1].truncate_to(offset)
+        segments[-1].activate()
+        if self._log_start_offset > self.log_end_offset:
+            self._set_log_start_offset(self.log_end_offset)
         cleaned = self._cleaner_checkpoint
         if cleaned is not None and cleaned.offset > offset:
             self._set_cleaner_checkpoint(CleanerCheckpoint(offset, cleaned.oldest_tombstone_ms))

@@ -15,7 +15,7 @@ class MemoryOffsetsLog:
         self.batches: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.fail = False
 
-    def ensure_topic(self, partitions: int, replication_factor: int) -> None:
+    async def ensure_topic(self, partitions: int, replication_factor: int) -> None:
         pass
 
     def is_local_leader(self, partition: int) -> bool:

@@ -1,0 +1,448 @@
+"""Cluster mode: this broker's life in etcd.
+
+It registers under a lease, keeps a view of the cluster's metadata (snapshot, then the watch), opens
+the partitions assigned to it, becomes leader or follower of each as the partition states say, runs
+the follower fetchers, records ISR changes of the partitions it leads (compare-and-swap), and runs the
+controller when elected. On stop it hands its leaderships over before leaving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from brook.groups.coordinator import OFFSETS_TOPIC
+from brook.metadata import (
+    NO_LEADER,
+    BrokerInfo,
+    BrokerJoined,
+    BrokerLeft,
+    BrokerRegistry,
+    ConflictError,
+    ControllerChanged,
+    ControllerElection,
+    ControllerInfo,
+    EtcdClient,
+    EtcdMetadataStore,
+    EtcdUnavailableError,
+    FencedError,
+    MetadataEvent,
+    MetadataSnapshot,
+    PartitionState,
+    PartitionStateChanged,
+    PartitionStateDeleted,
+    PlacementError,
+    Reassignment,
+    ReassignmentChanged,
+    TopicChanged,
+    TopicCreated,
+    TopicDeleted,
+    TopicExistsError,
+    TopicRecord,
+    assign_replicas,
+)
+from brook.protocol.errors import ErrorCode, KafkaError
+
+from .controller import Controller
+from .follower import LeaderFetcher, Throttle
+from .partition import Partition, PartitionRole
+from .topics import TopicMeta
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+_ISR_CHECK_S = 0.25
+_PID_BLOCK = 1000
+
+
+def topic_meta(rec: TopicRecord) -> TopicMeta:
+    return TopicMeta(rec.name, rec.topic_id, rec.partitions, rec.replication_factor, dict(rec.configs))
+
+
+class ClusterNode:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.settings = broker.settings
+        self.node_id = broker.settings.node_id
+        self.client = EtcdClient(self.settings.etcd_endpoints)
+        self.store = EtcdMetadataStore(self.client, self.settings.cluster_name)
+        host, port = self.settings.advertised
+        self.registry = BrokerRegistry(
+            self.client,
+            self.store.layout,
+            BrokerInfo(self.node_id, host, port, self.settings.rack),
+            ttl=self.settings.lease_ttl_s,
+            wait_for_stale=self.settings.lease_ttl_s + 2.0,
+        )
+        self.election = ControllerElection(
+            self.client,
+            self.store.layout,
+            self.node_id,
+            ttl=self.settings.lease_ttl_s,
+            on_elected=self._elected,
+            on_resigned=self._resigned,
+        )
+        # The view of the cluster, kept current by the watch.
+        self.cluster_id = ""
+        self.live: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicRecord] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.reassignments: dict[tuple[str, int], Reassignment] = {}
+        self.controller: ControllerInfo | None = None
+        self.revision = 0
+        self._changed = asyncio.Condition()
+        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._throttle = Throttle(self.settings.replication_throttled_rate)
+        self._controller: Controller | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._pids: list[int] = []  # the rest of this broker's producer-id block
+        self._stopping = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.settings.data_dir.mkdir(parents=True, exist_ok=True)
+        await self.client.connect()
+        self.cluster_id = await self.store.cluster_id(self.settings.cluster_id)
+        snap = await self.store.snapshot()
+        self._load(snap)
+        await self.registry.register()
+        self.live[self.node_id] = self.registry.broker
+        await self.election.start()
+        self._tasks.append(asyncio.create_task(self._watch(snap), name=f"broker-{self.node_id}-watch"))
+        self._tasks.append(asyncio.create_task(self._isr_loop(), name=f"broker-{self.node_id}-isr"))
+        log.info(
+            "broker %d joined cluster %s (%d brokers live)", self.node_id, self.cluster_id, len(self.live)
+        )
+
+    async def stop(self) -> None:
+        """Controlled shutdown: resign as controller, leave, wait until leaderships have moved."""
+        self._stopping = True
+        with contextlib.suppress(Exception):
+            await self.election.stop()
+        with contextlib.suppress(Exception):
+            await self.registry.deregister()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.controlled_shutdown_timeout_s
+        while loop.time() < deadline and self._leaderships_to_move():
+            async with self._changed:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), 0.5)
+        if self._controller is not None:
+            await self._controller.stop()
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        for f in self._fetchers.values():
+            await f.stop()
+        self._fetchers.clear()
+        await self.client.close()
+
+    def _leaderships_to_move(self) -> list[tuple[str, int]]:
+        """Partitions this broker still leads that another in-sync replica could lead."""
+        return [
+            k for k, st in self.states.items()
+            if st.leader == self.node_id and any(r != self.node_id and r in self.live for r in st.isr)
+        ]  # fmt: skip
+
+    # -- what handlers ask -------------------------------------------------------------------------
+    @property
+    def controller_id(self) -> int:
+        return self.controller.broker_id if self.controller is not None else -1
+
+    def brokers(self) -> list[tuple[int, str, int, str | None]]:
+        return [
+            (b.broker_id, b.host, b.port, b.rack)
+            for b in sorted(self.live.values(), key=lambda b: b.broker_id)
+        ]
+
+    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
+        rec = self.topics.get(topic)
+        if rec is None or not 0 <= index < rec.partitions:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} does not exist")
+        st = self.states.get((topic, index))
+        replicas = list(rec.assignment[index])
+        if st is None:
+            return NO_LEADER, -1, replicas, []
+        leader = st.leader if st.leader in self.live else NO_LEADER
+        return leader, st.leader_epoch, replicas, list(st.isr)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+        """Until the view (fed by the watch) satisfies `predicate`."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+
+    async def wait_revision(self, revision: int, timeout: float = 10.0) -> None:
+        """Until the view has seen a write made at `revision` (its first event at least)."""
+        await self.wait_until(lambda: self.revision >= revision, timeout)
+
+    # -- admin -------------------------------------------------------------------------------------
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str | None],
+        validate_only: bool,
+    ) -> TopicMeta:
+        n, rf = self.broker.replicas.validate_new_topic(
+            name, partitions, replication_factor, configs, brokers=len(self.live)
+        )
+        racks = [(b.broker_id, b.rack) for b in sorted(self.live.values(), key=lambda b: b.broker_id)]
+        if any(r is None for _, r in racks):
+            racks = [(i, None) for i, _ in racks]
+        try:
+            assignment = assign_replicas(racks, n, rf)
+        except PlacementError as e:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+        rec = TopicRecord.new(name, assignment, {k: v for k, v in configs.items() if v is not None})
+        if validate_only:
+            return topic_meta(rec)
+        live = list(self.live)
+        states = {i: PartitionState.initial(reps, live) for i, reps in enumerate(rec.assignment)}
+        try:
+            created = await self.store.create_topic(rec, initial_states=states)
+        except TopicExistsError:
+            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists") from None
+        except EtcdUnavailableError as e:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
+        # A transaction's events arrive one by one: wait for the partition states, not just the topic.
+        await self.wait_until(lambda: all((name, i) in self.states for i in range(n)))
+        log.info("created topic %s: %d partitions, replication factor %d", name, n, rf)
+        return topic_meta(created)
+
+    async def delete_topic(self, name: str) -> TopicMeta:
+        rec = self.topics.get(name)
+        if rec is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+        await self.store.delete_topic(name)
+        await self.wait_until(lambda: name not in self.topics)
+        return topic_meta(rec)
+
+    async def add_partitions(self, name: str, count: int, validate_only: bool) -> None:
+        self.broker.replicas.check_new_partition_count(name, count)
+        rec = self.topics[name]
+        racks = [(b.broker_id, None) for b in sorted(self.live.values(), key=lambda b: b.broker_id)]
+        try:
+            extra = assign_replicas(racks, count, rec.replication_factor)[rec.partitions :]
+        except PlacementError as e:
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+        if validate_only:
+            return
+        updated = replace(rec, assignment=rec.assignment + tuple(tuple(r) for r in extra))
+        try:
+            await self.store.update_topic(updated)
+        except ConflictError:
+            raise KafkaError(
+                ErrorCode.CONCURRENT_TRANSACTIONS, f"topic '{name}' changed meanwhile; retry"
+            ) from None
+        # The controller writes the new partitions' first states.
+        await self.wait_until(lambda: all((name, i) in self.states for i in range(count)))
+
+    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        rec = self.topics.get(name)
+        if rec is None:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
+        try:
+            written = await self.store.update_topic(replace(rec, configs=dict(configs)))
+        except ConflictError:
+            raise KafkaError(
+                ErrorCode.CONCURRENT_TRANSACTIONS, f"topic '{name}' changed meanwhile; retry"
+            ) from None
+        await self.wait_revision(written.version)
+
+    async def allocate_producer_id(self) -> int:
+        if not self._pids:
+            block = await self.store.allocate_producer_id_block(_PID_BLOCK)
+            self._pids = list(range(block.last, block.first - 1, -1))
+        return self._pids.pop()
+
+    async def reassign(self, topic: str, partition: int, target: list[int] | None) -> None:
+        """Start (or, with None, cancel) moving a partition to `target` replicas."""
+        rec = self.topics.get(topic)
+        if rec is None or not 0 <= partition < rec.partitions:
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
+        if target is None:
+            if (topic, partition) not in self.reassignments:
+                raise KafkaError(
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"{topic}-{partition} is not being moved"
+                )
+            await self.store.delete_reassignment(topic, partition)
+            return
+        if not target or len(set(target)) != len(target):
+            raise KafkaError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"replicas {target} are empty or repeat a broker"
+            )
+        unknown = [b for b in target if b not in self.live]
+        if unknown:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not live")
+        await self.store.put_reassignment(topic, partition, target)
+
+    # -- the view ----------------------------------------------------------------------------------
+    def _load(self, snap: MetadataSnapshot) -> None:
+        self.live = dict(snap.brokers)
+        self.controller = snap.controller
+        self.topics = dict(snap.topics)
+        self.states = {(t, p): st for t, parts in snap.partitions.items() for p, st in parts.items()}
+        self.reassignments = dict(snap.reassignments)
+        self.revision = snap.revision
+        for rec in self.topics.values():
+            self._apply_topic(rec)
+
+    async def _watch(self, snap: MetadataSnapshot) -> None:
+        while True:
+            try:
+                async with self.store.watch(snap) as events:
+                    async for ev in events:
+                        self._apply_event(ev)
+                        async with self._changed:
+                            self.revision = max(self.revision, ev.revision)
+                            self._changed.notify_all()
+                        if self._controller is not None:
+                            self._controller.poke()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("metadata watch failed; re-reading the cluster state")
+                await asyncio.sleep(1.0)
+                snap = await self.store.snapshot()
+                self._load(snap)
+
+    def _apply_event(self, ev: MetadataEvent) -> None:
+        if isinstance(ev, BrokerJoined):
+            self.live[ev.broker.broker_id] = ev.broker
+            self._refresh_fetchers()
+        elif isinstance(ev, BrokerLeft):
+            self.live.pop(ev.broker_id, None)
+            if ev.broker_id == self.node_id and not self._stopping:
+                log.warning("this broker's registration disappeared; the registry re-registers it")
+            self._refresh_fetchers()
+        elif isinstance(ev, ControllerChanged):
+            self.controller = ev.controller
+        elif isinstance(ev, TopicCreated | TopicChanged):
+            self.topics[ev.topic.name] = ev.topic
+            self._apply_topic(ev.topic)
+        elif isinstance(ev, TopicDeleted):
+            self.topics.pop(ev.name, None)
+            for key in [k for k in self.states if k[0] == ev.name]:
+                del self.states[key]
+            for p in [p for p in self.broker.replicas.partitions() if p.topic == ev.name]:
+                self._unfollow(p)
+            self.broker.replicas.remove_topic(ev.name)
+        elif isinstance(ev, PartitionStateChanged):
+            self.states[(ev.topic, ev.partition)] = ev.state
+            self._apply_role(ev.topic, ev.partition)
+        elif isinstance(ev, PartitionStateDeleted):
+            self.states.pop((ev.topic, ev.partition), None)
+        elif isinstance(ev, ReassignmentChanged):
+            if ev.reassignment is None:
+                self.reassignments.pop((ev.topic, ev.partition), None)
+            else:
+                self.reassignments[(ev.topic, ev.partition)] = ev.reassignment
+
+    def _apply_topic(self, rec: TopicRecord) -> None:
+        local = [i for i, reps in enumerate(rec.assignment) if self.node_id in reps]
+        for p in list(self.broker.replicas.partitions()):
+            if p.topic == rec.name and p.index not in local:
+                self._unfollow(p)  # moved away by a reassignment
+        self.broker.replicas.apply_topic(topic_meta(rec), local)
+        for i in local:
+            self._apply_role(rec.name, i)
+
+    def _apply_role(self, topic: str, index: int) -> None:
+        p = self.broker.replicas.local_partition(topic, index)
+        rec = self.topics.get(topic)
+        st = self.states.get((topic, index))
+        if p is None or rec is None or st is None:
+            return
+        role = PartitionRole(
+            st.leader, st.leader_epoch, list(rec.assignment[index]), list(st.isr), st.version
+        )
+        was_leader = p.is_leader
+        if st.leader == self.node_id:
+            self._unfollow(p)
+            p.become_leader(role)
+            if topic == OFFSETS_TOPIC and not was_leader:
+                self.broker.groups.load_partition(index)
+        else:
+            p.become_follower(role)
+            if topic == OFFSETS_TOPIC and was_leader:
+                self.broker.groups.unload_partition(index)
+            self._follow(p, st.leader)
+
+    # -- fetchers ----------------------------------------------------------------------------------
+    def _follow(self, p: Partition, leader: int) -> None:
+        self._unfollow(p)
+        info = self.live.get(leader)
+        if leader == NO_LEADER or info is None:
+            return
+        fetcher = self._fetchers.get(leader)
+        if fetcher is None or fetcher.address != (info.host, info.port):
+            if fetcher is not None:
+                asyncio.get_running_loop().create_task(fetcher.stop())
+            fetcher = LeaderFetcher(
+                self.node_id, leader, info.host, info.port, self._throttled, self._throttle
+            )
+            self._fetchers[leader] = fetcher
+            fetcher.start()
+            for other in self.broker.replicas.partitions():
+                if not other.is_leader and other.role.leader == leader and other is not p:
+                    fetcher.add(other)
+        fetcher.add(p)
+
+    def _unfollow(self, p: Partition) -> None:
+        for f in self._fetchers.values():
+            f.remove(p)
+
+    def _refresh_fetchers(self) -> None:
+        for p in self.broker.replicas.partitions():
+            if not p.is_leader:
+                self._follow(p, p.role.leader)
+
+    def _throttled(self, p: Partition) -> bool:
+        return (p.topic, p.index) in self.reassignments
+
+    # -- ISR ---------------------------------------------------------------------------------------
+    async def _isr_loop(self) -> None:
+        while True:
+            await asyncio.sleep(_ISR_CHECK_S)
+            for p in list(self.broker.replicas.partitions()):
+                new_isr = p.isr_change(self.settings.replica_lag_time_max_ms)
+                st = self.states.get((p.topic, p.index))
+                if new_isr is None or st is None or st.leader != self.node_id:
+                    continue
+                epoch = self.controller.epoch if self.controller is not None else 0
+                try:
+                    written = await self.store.set_partition_state(
+                        p.topic,
+                        p.index,
+                        st.evolve(isr=new_isr),
+                        expected_version=st.version,
+                        controller_epoch=epoch,
+                    )
+                except (ConflictError, FencedError, EtcdUnavailableError) as e:
+                    log.debug("ISR change of %s-%d not recorded: %s", p.topic, p.index, e)
+                    continue
+                log.info("%s-%d: ISR %s -> %s", p.topic, p.index, list(st.isr), new_isr)
+                self.states[(p.topic, p.index)] = written
+                self._apply_role(p.topic, p.index)
+
+    # -- controller --------------------------------------------------------------------------------
+    async def _elected(self, info: ControllerInfo) -> None:
+        log.info("broker %d is the controller (epoch %d)", self.node_id, info.epoch)
+        self.controller = info
+        self._controller = Controller(self, info.epoch)
+        self._controller.start()
+
+    async def _resigned(self, info: ControllerInfo) -> None:
+        log.info("broker %d is no longer the controller", self.node_id)
+        if self._controller is not None:
+            await self._controller.stop()
+            self._controller = None

@@ -1,0 +1,189 @@
+"""The controller (one broker at a time, elected in etcd): leader election for partitions, ISR cleanup
+of dead brokers, first states of new partitions, and partition reassignments.
+
+It reconciles the view against what etcd says: every write is a compare-and-swap on the partition's
+version, fenced by the controller epoch, so a deposed controller cannot overwrite a newer decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from brook.config import TopicConfig
+from brook.metadata import (
+    NO_LEADER,
+    ConflictError,
+    EtcdUnavailableError,
+    FencedError,
+    PartitionState,
+)
+
+if TYPE_CHECKING:
+    from .cluster import ClusterNode
+
+log = logging.getLogger(__name__)
+
+_RECONCILE_S = 0.5
+_BATCH = 100
+
+
+class Controller:
+    def __init__(self, node: ClusterNode, epoch: int) -> None:
+        self.node = node
+        self.epoch = epoch
+        self._task: asyncio.Task[None] | None = None
+        self._poked = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-{self.epoch}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def poke(self) -> None:
+        """Something changed in the view: reconcile soon."""
+        self._poked.set()
+
+    async def _run(self) -> None:
+        while True:
+            self._poked.clear()
+            try:
+                await self.reconcile()
+            except (FencedError, asyncio.CancelledError):
+                raise
+            except (ConflictError, EtcdUnavailableError) as e:
+                log.info("controller: %s; retrying", e)
+            except Exception:
+                log.exception("controller reconcile failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._poked.wait(), _RECONCILE_S)
+
+    def _unclean(self, topic: str) -> bool:
+        rec = self.node.topics.get(topic)
+        if rec is None:
+            return False
+        cfg = TopicConfig.from_strings(rec.configs, self.node.settings.topic_defaults)
+        return cfg.unclean_leader_election_enable
+
+    async def reconcile(self) -> None:
+        node = self.node
+        live = set(node.live)
+        updates: list[tuple[str, int, PartitionState, int]] = []
+        for topic, rec in list(node.topics.items()):
+            for i, replicas in enumerate(rec.assignment):
+                st = node.states.get((topic, i))
+                if st is None:
+                    updates.append((topic, i, PartitionState.initial(replicas, list(live)), 0))
+                    continue
+                new = self._decide(topic, list(replicas), st, live)
+                if new is not None:
+                    updates.append((topic, i, new, st.version))
+        for start in range(0, len(updates), _BATCH):
+            chunk = updates[start : start + _BATCH]
+            try:
+                written = await node.store.set_partition_states(chunk, controller_epoch=self.epoch)
+            except ConflictError as e:
+                log.debug("controller: a partition changed meanwhile (%s); next round", e)
+                continue
+            for (t, i, _, _), st in zip(chunk, written, strict=True):
+                log.info(
+                    "controller: %s-%d leader %d epoch %d ISR %s",
+                    t,
+                    i,
+                    st.leader,
+                    st.leader_epoch,
+                    list(st.isr),
+                )
+        for key in list(node.reassignments):
+            await self._step_reassignment(*key)
+
+    def _decide(
+        self, topic: str, replicas: list[int], st: PartitionState, live: set[int]
+    ) -> PartitionState | None:
+        """The partition's next state given who is alive, or None when it is right."""
+        isr = [r for r in st.isr if r in live]
+        if st.leader != NO_LEADER and st.leader in live:
+            if len(isr) != len(st.isr):  # dead followers leave the ISR
+                return st.evolve(isr=isr)
+            return None
+        # The leader is gone: the first live in-sync replica (in preferred order) takes over.
+        candidates = [r for r in replicas if r in isr]
+        if candidates:
+            return st.evolve(leader=candidates[0], isr=isr)
+        if self._unclean(topic):
+            alive = [r for r in replicas if r in live]
+            if alive:
+                log.warning("%s: unclean leader election of %d (data may be lost)", topic, alive[0])
+                return st.evolve(leader=alive[0], isr=[alive[0]])
+        if st.leader != NO_LEADER:
+            # Offline until a member of the last ISR comes back; the ISR is kept for that.
+            return st.evolve(leader=NO_LEADER, isr=list(st.isr))
+        return None
+
+    async def _step_reassignment(self, topic: str, index: int) -> None:
+        """One step of moving a partition: add the targets, wait until they are in sync, move the
+        leadership into the targets, drop the others, finish."""
+        node = self.node
+        r = node.reassignments.get((topic, index))
+        rec = node.topics.get(topic)
+        st = node.states.get((topic, index))
+        if r is None or rec is None or st is None:
+            return
+        current, target = list(rec.assignment[index]), list(r.target)
+        if not set(target) <= set(current):
+            merged = target + [b for b in current if b not in target]
+            assignment = list(rec.assignment)
+            assignment[index] = tuple(merged)
+            await node.store.update_topic(
+                replace(rec, assignment=tuple(assignment)), controller_epoch=self.epoch
+            )
+            log.info(
+                "reassignment %s-%d: adding replicas %s",
+                topic,
+                index,
+                [b for b in target if b not in current],
+            )
+            return
+        if not set(target) <= set(st.isr):
+            return  # the new replicas are catching up (throttled)
+        if st.leader not in target:
+            new_leader = next(b for b in target if b in st.isr and b in node.live)
+            await node.store.set_partition_state(
+                topic,
+                index,
+                st.evolve(leader=new_leader),
+                expected_version=st.version,
+                controller_epoch=self.epoch,
+            )
+            log.info("reassignment %s-%d: leadership to %d", topic, index, new_leader)
+            return
+        if set(current) != set(target):
+            assignment = list(rec.assignment)
+            assignment[index] = tuple(target)
+            await node.store.update_topic(
+                replace(rec, assignment=tuple(assignment)), controller_epoch=self.epoch
+            )
+            await node.store.set_partition_state(
+                topic,
+                index,
+                st.evolve(isr=[b for b in st.isr if b in target]),
+                expected_version=st.version,
+                controller_epoch=self.epoch,
+            )
+            log.info(
+                "reassignment %s-%d: dropped replicas %s",
+                topic,
+                index,
+                [b for b in current if b not in target],
+            )
+            return
+        await node.store.delete_reassignment(topic, index, controller_epoch=self.epoch)
+        log.info("reassignment %s-%d: done, replicas %s", topic, index, target)

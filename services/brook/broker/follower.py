@@ -1,0 +1,229 @@
+"""The follower's fetcher: one task per leader broker replicating every partition this broker follows
+from it.
+
+On a new leader epoch a partition first asks the leader where its own latest epoch ended
+(OffsetForLeaderEpoch) and truncates anything after that point: records a deposed leader wrote but
+never committed do not survive. Then it fetches from its log end, appends batches with their offsets and
+epochs as they are, and mirrors the leader's high watermark. Fetching at offset N tells the leader the
+follower has everything below N; that is how the leader's ISR and high watermark move.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+
+from brook.protocol import messages
+from brook.protocol.batch import LOG_OVERHEAD, peek_offset_and_size
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.replica_fetch import (
+    VERSION,
+    ReplicaFetchPartition,
+    decode_replica_fetch_response,
+    encode_replica_fetch,
+)
+from brook.protocol.versions import ApiKey
+from brook.replication.peer import PeerConnection
+
+from .partition import Partition
+
+log = logging.getLogger(__name__)
+
+_EPOCH_VERSION = 3
+_MAX_WAIT_MS = 500
+_PARTITION_MAX_BYTES = 8 * 1024 * 1024
+_BACKOFF_S = 0.5
+
+
+def whole_batches(records: memoryview) -> memoryview:
+    """The prefix of `records` made of whole batches (a fetch may end mid-batch)."""
+    pos, n = 0, len(records)
+    while pos + LOG_OVERHEAD <= n:
+        _, size = peek_offset_and_size(records, pos)
+        if pos + size > n:
+            break
+        pos += size
+    return records[:pos]
+
+
+class Throttle:
+    """A byte-rate limit for replicas being added by a reassignment (leader.replication.throttled.rate)."""
+
+    def __init__(self, bytes_per_s: int) -> None:
+        self.rate = bytes_per_s
+        self._allowance = float(bytes_per_s)
+        self._last = time.monotonic()
+
+    async def take(self, n: int) -> None:
+        if self.rate <= 0:
+            return
+        now = time.monotonic()
+        self._allowance = min(float(self.rate), self._allowance + (now - self._last) * self.rate)
+        self._last = now
+        self._allowance -= n
+        if self._allowance < 0:
+            await asyncio.sleep(-self._allowance / self.rate)
+
+
+class LeaderFetcher:
+    def __init__(
+        self,
+        node_id: int,
+        leader_id: int,
+        host: str,
+        port: int,
+        throttled: Callable[[Partition], bool],
+        throttle: Throttle,
+    ) -> None:
+        self.node_id = node_id
+        self.leader_id = leader_id
+        self.address = (host, port)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._needs_truncation: set[tuple[str, int]] = set()
+        self._throttled = throttled
+        self._throttle = throttle
+        self._conn = PeerConnection(host, port, f"brook-replica-{node_id}")
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+
+    def add(self, p: Partition) -> None:
+        key = (p.topic, p.index)
+        self.partitions[key] = p
+        self._needs_truncation.add(key)
+        self._wakeup.set()
+
+    def remove(self, p: Partition) -> None:
+        key = (p.topic, p.index)
+        self.partitions.pop(key, None)
+        self._needs_truncation.discard(key)
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        self._conn.close()
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                if self._needs_truncation:
+                    await self._truncate()
+                await self._fetch_once()
+            except asyncio.CancelledError:
+                raise
+            except (ConnectionError, OSError, KafkaError, ValueError) as e:
+                log.info("replica fetcher %d <- %d: %s; retrying", self.node_id, self.leader_id, e)
+                self._conn.close()
+                await asyncio.sleep(_BACKOFF_S)
+            except Exception:
+                log.exception("replica fetcher %d <- %d failed; retrying", self.node_id, self.leader_id)
+                self._conn.close()
+                await asyncio.sleep(_BACKOFF_S)
+
+    async def _truncate(self) -> None:
+        keys = list(self._needs_truncation)
+        parts = [self.partitions[k] for k in keys if k in self.partitions]
+        topics: dict[str, list[dict[str, int]]] = {}
+        for p in parts:
+            topics.setdefault(p.topic, []).append(
+                {
+                    "partition": p.index,
+                    "current_leader_epoch": p.leader_epoch,
+                    "leader_epoch": p.epochs.latest_epoch,
+                }
+            )
+        body = messages.encode_request(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            _EPOCH_VERSION,
+            {
+                "replica_id": self.node_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            },
+        )
+        raw = await self._conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCH_VERSION, body)
+        resp = messages.decode_response(ApiKey.OFFSET_FOR_LEADER_EPOCH, _EPOCH_VERSION, raw)
+        for t in resp.topics:
+            for q in t.partitions:
+                key = (t.topic, q.partition)
+                target = self.partitions.get(key)
+                if target is None:
+                    continue
+                p = target
+                if q.error_code != ErrorCode.NONE:
+                    continue  # e.g. the leader has not taken over yet: ask again next round
+                self._needs_truncation.discard(key)
+                if p.epochs.latest_epoch < 0:
+                    continue  # an empty log has nothing to truncate
+                end = q.end_offset if q.end_offset >= 0 else p.high_watermark
+                if end < p.log.log_end_offset:
+                    log.info(
+                        "%s-%d: truncating from %d to %d (leader %d, epoch %d)",
+                        p.topic,
+                        p.index,
+                        p.log.log_end_offset,
+                        end,
+                        self.leader_id,
+                        q.leader_epoch,
+                    )
+                    p.truncate_to(end)
+
+    async def _fetch_once(self) -> None:
+        ready = [p for k, p in self.partitions.items() if k not in self._needs_truncation]
+        if not ready:
+            await asyncio.sleep(_BACKOFF_S)
+            return
+        request = [
+            ReplicaFetchPartition(
+                p.topic,
+                p.index,
+                p.log.log_end_offset,
+                p.leader_epoch,
+                p.log.log_start_offset,
+                _PARTITION_MAX_BYTES,
+            )
+            for p in ready
+        ]
+        body = encode_replica_fetch(self.node_id, _MAX_WAIT_MS, 1, 64 * 1024 * 1024, request)
+        raw = await self._conn.request(ApiKey.FETCH, VERSION, body)
+        error, results = decode_replica_fetch_response(raw)
+        if error != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(error), "fetch refused by the leader")
+        throttled_bytes = 0
+        for r in results:
+            p = self.partitions.get((r.topic, r.partition))
+            if p is None or p.is_leader:
+                continue
+            if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                # The leader's retention passed our log end: start over at its log start.
+                if r.log_start_offset > p.log.log_end_offset:
+                    log.info(
+                        "%s-%d: behind the leader's log start %d; resetting",
+                        p.topic,
+                        p.index,
+                        r.log_start_offset,
+                    )
+                    p.log.reset_to(r.log_start_offset)
+                else:
+                    self._needs_truncation.add((p.topic, p.index))
+                continue
+            if r.error_code != ErrorCode.NONE:
+                continue  # not leader any more, fenced epoch, ...: wait for the metadata to catch up
+            records = whole_batches(r.records)
+            if len(records):
+                p.append_replicated(records)
+                if self._throttled(p):
+                    throttled_bytes += len(records)
+            p.set_follower_high_watermark(r.high_watermark)
+        if throttled_bytes:
+            await self._throttle.take(throttled_bytes)

@@ -1,0 +1,75 @@
+"""AlterPartitionReassignments and ListPartitionReassignments (the controller carries them out)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from brook.broker.broker import Broker
+from brook.protocol import messages
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.frames import RequestHeader
+from brook.protocol.versions import ApiKey
+
+from .context import Body
+
+
+async def handle_alter_partition_reassignments(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, hdr.body)
+    responses: list[dict[str, Any]] = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            entry: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "error_code": 0,
+                "error_message": None,
+            }
+            try:
+                if broker.cluster is None:
+                    raise KafkaError(
+                        ErrorCode.INVALID_REQUEST, "a single broker has nowhere to move partitions"
+                    )
+                target = None if p.replicas is None else list(p.replicas)
+                await broker.cluster.reassign(t.name, p.partition_index, target)
+            except KafkaError as e:
+                entry.update(error_code=e.code, error_message=e.message)
+            parts.append(entry)
+        responses.append({"name": t.name, "partitions": parts})
+    return messages.encode_response(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+        v,
+        {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses},
+    )
+
+
+async def handle_list_partition_reassignments(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, v, hdr.body)
+    wanted = None if req.topics is None else {(t.name, i) for t in req.topics for i in t.partition_indexes}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    if broker.cluster is not None:
+        for (topic, index), r in sorted(broker.cluster.reassignments.items()):
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            _, _, replicas, isr = broker.cluster.partition_state(topic, index)
+            by_topic.setdefault(topic, []).append(
+                {
+                    "partition_index": index,
+                    "replicas": replicas,
+                    "adding_replicas": [
+                        b for b in r.target if b not in replicas or b not in isr
+                    ],  # catching up
+                    "removing_replicas": [b for b in replicas if b not in r.target],
+                }
+            )
+    return messages.encode_response(
+        ApiKey.LIST_PARTITION_REASSIGNMENTS,
+        v,
+        {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "error_message": None,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        },
+    )
