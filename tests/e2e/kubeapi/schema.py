@@ -48,7 +48,9 @@ def prune(obj: Any, schema: JSON, path: str = "", *, root: bool = True) -> list[
         embedded = bool(schema.get("x-kubernetes-embedded-resource"))
         for key in list(obj):
             value = obj[key]
-            if (root or embedded) and key in ROOT_META and key not in props:
+            # The root's apiVersion/kind/metadata are ObjectMeta for the API server, whatever the schema
+            # says (controller-gen CRDs declare `metadata: {type: object}`): never pruned here.
+            if (root or embedded) and key in ROOT_META:
                 continue
             sub: JSON | None = None
             if key in props:
@@ -277,7 +279,7 @@ def validate(obj: Any, schema: JSON, path: str = "", *, root: bool = True) -> li
             )
         addl = schema.get("additionalProperties")
         for key, value in obj.items():
-            if root and key in ROOT_META and key not in props:
+            if root and key in ROOT_META:
                 continue
             if key in props:
                 errs += validate(value, props[key], _join(path, key), root=False)

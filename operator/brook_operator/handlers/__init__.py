@@ -1,0 +1,8 @@
+"""Thin kopf handlers: read the event, call the flow modules (`cluster`, `topics`), patch status.
+
+Importing this package registers every handler with kopf's default registry.
+"""
+
+from . import cluster, settings, topic
+
+__all__ = ["cluster", "settings", "topic"]

@@ -1,0 +1,58 @@
+"""Topic handlers: reconcile on change, resume and a timer (reverting out-of-band changes); delete
+through the finalizer unless the keep annotation says otherwise."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import kopf
+
+from .. import GROUP, VERSION, topics
+from ..cluster import kafka_bootstrap
+from .runtime import Runtime, now
+
+RESYNC_SECONDS = float(os.environ.get("BROOK_OPERATOR_TOPIC_RESYNC_SECONDS", "60"))
+
+
+@kopf.index(GROUP, VERSION, "topics")
+def topic_claims(
+    body: kopf.Body, namespace: str | None, spec: kopf.Spec, **_: Any
+) -> dict[tuple[str, str, str], topics.Claim]:
+    """(namespace, cluster, topic name) → the claims of every Topic resource naming it."""
+    key = (namespace or "", str(spec.get("cluster", "")), topics.topic_name_of(body))
+    return {key: topics.claim_of(body)}
+
+
+def _context(
+    body: kopf.Body, memo: Runtime, indices: dict[str, Any]
+) -> tuple[list[topics.Claim], topics.TopicAdmin | None]:
+    """The claims on this resource's topic and the admin client of its cluster (None: no such Cluster)."""
+    claim_index: kopf.Index[tuple[str, str, str], topics.Claim] = indices["topic_claims"]
+    port_index: kopf.Index[tuple[str, str], int] = indices["cluster_ports"]
+    ns = body.metadata.namespace or ""
+    cluster = str(body.spec.get("cluster", ""))
+    claims = list(claim_index.get((ns, cluster, topics.topic_name_of(body)), []))
+    ports = list(port_index.get((ns, cluster), []))
+    if not ports:
+        return claims, None
+    return claims, memo.admins.get(kafka_bootstrap(memo.settings, cluster, ns, int(ports[0])))
+
+
+@kopf.on.create(GROUP, VERSION, "topics")
+@kopf.on.update(GROUP, VERSION, "topics")
+@kopf.on.resume(GROUP, VERSION, "topics")
+@kopf.timer(GROUP, VERSION, "topics", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
+async def topic_reconcile(body: kopf.Body, patch: kopf.Patch, memo: Runtime, **kwargs: Any) -> None:
+    claims, admin = _context(body, memo, kwargs)
+    async with memo.lock("topic", body.metadata.namespace or "", body.metadata.name or ""):
+        new = await topics.reconcile_resource(body, claims=claims, admin=admin, now=now())
+    patch.status.update(new)
+
+
+@kopf.on.delete(GROUP, VERSION, "topics")
+async def topic_deleted(body: kopf.Body, memo: Runtime, logger: kopf.Logger, **kwargs: Any) -> None:
+    claims, admin = _context(body, memo, kwargs)
+    async with memo.lock("topic", body.metadata.namespace or "", body.metadata.name or ""):
+        decision = await topics.delete_resource(body, claims=claims, admin=admin)
+    logger.info(decision.message)

@@ -1,0 +1,208 @@
+"""The one module that talks to Brook over the Kafka protocol (confluent-kafka's AdminClient).
+
+Everything it returns is a plain `facts` value; every failure is a `facts.AdminError`. Blocking calls
+run in a worker thread and admin futures are awaited, so the handlers' event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    NewPartitions,
+    NewTopic,
+    ResourceType,
+)
+
+from .facts import AdminError, BrokerInfo, ClusterSnapshot, PartitionInfo, TopicState
+
+T = TypeVar("T")
+
+_UNAVAILABLE = {
+    KafkaError._TRANSPORT,
+    KafkaError._TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._RESOLVE,
+    KafkaError.REQUEST_TIMED_OUT,
+}
+
+
+def _error(exc: BaseException, what: str) -> AdminError:
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
+        err: KafkaError = exc.args[0]
+        return AdminError(f"{what}: {err.str()}", code=err.name(), unavailable=err.code() in _UNAVAILABLE)
+    return AdminError(f"{what}: {exc}")
+
+
+def _source(entry: ConfigEntry) -> int:
+    """A config entry's source as a number (confluent-kafka gives an int or a ConfigSource)."""
+    raw: Any = entry.source
+    return int(getattr(raw, "value", raw))
+
+
+class KafkaAdmin:
+    """Admin operations against one Brook cluster (bootstrap servers `host:port[,host:port]`)."""
+
+    def __init__(self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "brook-operator") -> None:
+        self.bootstrap = bootstrap
+        self.timeout = timeout
+        self._client = AdminClient(
+            {
+                "bootstrap.servers": bootstrap,
+                "client.id": client_id,
+                "socket.timeout.ms": int(timeout * 1000),
+                "socket.connection.setup.timeout.ms": int(timeout * 1000),
+                "reconnect.backoff.max.ms": 2000,
+                "log_level": 3,  # librdkafka logs errors only; failures surface as AdminError
+            }
+        )
+
+    async def _await(self, fut: Future[T], what: str) -> T:
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(fut), self.timeout * 2)
+        except TimeoutError as e:
+            raise AdminError(f"{what}: timed out", code="_TIMED_OUT", unavailable=True) from e
+        except KafkaException as e:
+            raise _error(e, what) from e
+
+    async def snapshot(self) -> ClusterSnapshot:
+        """Metadata: cluster id, controller, brokers, and every partition's replicas and ISR."""
+
+        def call() -> Any:
+            return self._client.list_topics(timeout=self.timeout)
+
+        try:
+            md = await asyncio.to_thread(call)
+        except KafkaException as e:
+            raise _error(e, "Metadata") from e
+        brokers = tuple(
+            sorted(
+                (BrokerInfo(b.id, b.host, b.port) for b in md.brokers.values()),
+                key=lambda b: b.node_id,
+            )
+        )
+        partitions = tuple(
+            PartitionInfo(name, p.id, p.leader, tuple(p.replicas), tuple(p.isrs))
+            for name, t in sorted(md.topics.items())
+            for p in sorted(t.partitions.values(), key=lambda p: p.id)
+        )
+        controller = md.controller_id if md.controller_id is not None and md.controller_id >= 0 else None
+        return ClusterSnapshot(md.cluster_id, controller, brokers, partitions)
+
+    async def topic(self, name: str) -> TopicState | None:
+        """The topic's id, partitions, replication factor and its own config overrides (None: absent)."""
+        futs = self._client.describe_topics(TopicCollection([name]), request_timeout=self.timeout)
+        try:
+            desc = await self._await(futs[name], f"describe topic '{name}'")
+        except AdminError as e:
+            if e.code == "UNKNOWN_TOPIC_OR_PART":
+                return None
+            raise
+        res = ConfigResource(ResourceType.TOPIC, name)
+        cfuts = self._client.describe_configs([res], request_timeout=self.timeout)
+        try:
+            entries: Mapping[str, ConfigEntry] = await self._await(
+                cfuts[res], f"describe configs of '{name}'"
+            )
+        except AdminError as e:
+            if e.code == "UNKNOWN_TOPIC_OR_PART":
+                return None
+            raise
+        overrides = {
+            k: e.value
+            for k, e in sorted(entries.items())
+            if _source(e) == ConfigSource.DYNAMIC_TOPIC_CONFIG.value and e.value is not None
+        }
+        rf = max((len(p.replicas) for p in desc.partitions), default=0)
+        topic_id = str(desc.topic_id) if getattr(desc, "topic_id", None) is not None else None
+        return TopicState(name, topic_id, len(desc.partitions), rf, overrides)
+
+    async def create_topic(
+        self, name: str, partitions: int | None, replication_factor: int | None, config: Mapping[str, str]
+    ) -> None:
+        new = NewTopic(
+            name,
+            num_partitions=-1 if partitions is None else partitions,
+            replication_factor=-1 if replication_factor is None else replication_factor,
+            config=dict(config),
+        )
+        futs = self._client.create_topics([new], request_timeout=self.timeout)
+        try:
+            await self._await(futs[name], f"create topic '{name}'")
+        except AdminError as e:
+            if e.code != "TOPIC_ALREADY_EXISTS":  # a concurrent reconcile created it: the next pass adjusts
+                raise
+
+    async def create_partitions(self, name: str, total: int) -> None:
+        futs = self._client.create_partitions([NewPartitions(name, total)], request_timeout=self.timeout)
+        await self._await(futs[name], f"create partitions of '{name}'")
+
+    async def alter_topic_config(self, name: str, set_: Mapping[str, str], delete: Iterable[str]) -> None:
+        entries = [
+            ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sorted(set_.items())
+        ]
+        entries += [
+            ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in sorted(delete)
+        ]
+        if not entries:
+            return
+        res = ConfigResource(ResourceType.TOPIC, name, incremental_configs=entries)
+        futs = self._client.incremental_alter_configs([res], request_timeout=self.timeout)
+        await self._await(futs[res], f"alter configs of '{name}'")
+
+    async def delete_topic(self, name: str) -> None:
+        futs = self._client.delete_topics([name], request_timeout=self.timeout)
+        try:
+            await self._await(futs[name], f"delete topic '{name}'")
+        except AdminError as e:
+            if e.code != "UNKNOWN_TOPIC_OR_PART":
+                raise
+
+    async def min_insync_replicas(self, topics: Iterable[str]) -> dict[str, int]:
+        """Each topic's effective min.insync.replicas (topics that vanished meanwhile are left out)."""
+        resources = [ConfigResource(ResourceType.TOPIC, t) for t in sorted(set(topics))]
+        if not resources:
+            return {}
+        futs = self._client.describe_configs(resources, request_timeout=self.timeout)
+        out: dict[str, int] = {}
+        for res in resources:
+            try:
+                entries: Mapping[str, ConfigEntry] = await self._await(futs[res], "describe configs")
+            except AdminError as e:
+                if e.code == "UNKNOWN_TOPIC_OR_PART":
+                    continue
+                raise
+            entry = entries.get("min.insync.replicas")
+            if entry is not None and entry.value is not None and entry.value.lstrip("-").isdigit():
+                out[res.name] = int(entry.value)
+        return out
+
+
+class AdminPool:
+    """One KafkaAdmin per bootstrap address, kept for the operator's lifetime (clients are costly)."""
+
+    def __init__(self, timeout: float = 10.0) -> None:
+        self._timeout = timeout
+        self._admins: dict[str, KafkaAdmin] = {}
+        self._lock = threading.Lock()
+
+    def get(self, bootstrap: str) -> KafkaAdmin:
+        with self._lock:
+            admin = self._admins.get(bootstrap)
+            if admin is None:
+                admin = self._admins[bootstrap] = KafkaAdmin(bootstrap, timeout=self._timeout)
+            return admin
+
+    def forget(self, bootstrap: str) -> None:
+        with self._lock:
+            self._admins.pop(bootstrap, None)

@@ -1,0 +1,381 @@
+"""Typed views of the custom resources' specs, with the CRD's defaults applied.
+
+The API server applies the CRD defaults and validation; this module applies the same defaults again (a
+test checks they equal the CRD's) and re-checks what the operator relies on, so a spec that bypassed
+the schema (an older object, an API server without defaulting) is reported, not half-applied. It also
+checks what a structural schema cannot express: config names and values, cross-field rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from brook.config import validate_topic_config
+
+from .brokerconfig import normalize_value, validate_broker_config
+
+DEFAULT_ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
+DEFAULT_RACK_TOPOLOGY_KEY = "topology.kubernetes.io/zone"
+MAX_CLUSTER_NAME = 45  # <name>-broker-<ordinal> and the controller-revision-hash label fit in 63
+QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+LISTENER_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,13}[a-z0-9])?$")
+ENDPOINT = re.compile(r"^https?://[^\s/]+$")
+URL = re.compile(r"^https?://\S+$")
+
+
+class SpecError(ValueError):
+    """The spec cannot be applied; `errors` lists every problem found."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+@dataclass(frozen=True, slots=True)
+class Storage:
+    type: str = "persistent"  # persistent | ephemeral
+    size: str = "10Gi"
+    storage_class_name: str | None = None
+    delete_claim: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedEtcd:
+    replicas: int = 3
+    image: str = DEFAULT_ETCD_IMAGE
+    size: str = "1Gi"
+    storage_class_name: str | None = None
+    resources: dict[str, dict[str, str | int]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Etcd:
+    endpoints: tuple[str, ...] = ()
+    managed: ManagedEtcd | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str = "plain"
+    port: int = 9092
+    type: str = "internal"
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    enabled: bool = True
+    port: int = 9308
+
+
+@dataclass(frozen=True, slots=True)
+class Autoscaling:
+    enabled: bool = False
+    min_replicas: int = 1
+    max_replicas: int | None = None
+    prometheus_url: str | None = None
+    bytes_in_per_broker: int | None = None
+    partitions_per_broker: int | None = None
+    scale_up_window_seconds: int = 300
+    scale_down_window_seconds: int = 900
+    cooldown_seconds: int = 600
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    replicas: int = 3
+    image: str | None = None  # None: the operator's own image
+    image_pull_policy: str = "IfNotPresent"
+    log_level: str = "INFO"
+    storage: Storage = field(default_factory=Storage)
+    resources: dict[str, dict[str, str | int]] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)  # Kafka names, string values
+    rack_topology_key: str | None = None  # None: no rack awareness
+    etcd: Etcd | None = None
+    listener: Listener = field(default_factory=Listener)
+    metrics: Metrics = field(default_factory=Metrics)
+    autoscaling: Autoscaling = field(default_factory=Autoscaling)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    cluster: str
+    topic_name: str
+    partitions: int | None = None  # None: the cluster's num.partitions
+    replication_factor: int | None = None  # None: the cluster's default.replication.factor
+    config: dict[str, str] = field(default_factory=dict)
+
+
+class _Reader:
+    """Reads typed fields from an untyped mapping, collecting errors instead of raising."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def obj(self, m: Mapping[str, Any], key: str, path: str) -> Mapping[str, Any] | None:
+        v = m.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, Mapping):
+            self.errors.append(f"{path}.{key} must be an object")
+            return None
+        return v
+
+    def int_(
+        self,
+        m: Mapping[str, Any],
+        key: str,
+        path: str,
+        default: int,
+        lo: int | None = None,
+        hi: int | None = None,
+    ) -> int:
+        v = self.opt_int(m, key, path, lo, hi)
+        return default if v is None else v
+
+    def opt_int(
+        self, m: Mapping[str, Any], key: str, path: str, lo: int | None = None, hi: int | None = None
+    ) -> int | None:
+        v = m.get(key)
+        if v is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int):
+            self.errors.append(f"{path}.{key} must be an integer")
+            return None
+        if (lo is not None and v < lo) or (hi is not None and v > hi):
+            bounds = f">= {lo}" if hi is None else f"between {lo} and {hi}"
+            self.errors.append(f"{path}.{key} must be {bounds}, got {v}")
+            return None
+        return v
+
+    def bool_(self, m: Mapping[str, Any], key: str, path: str, default: bool) -> bool:
+        v = m.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, bool):
+            self.errors.append(f"{path}.{key} must be true or false")
+            return default
+        return v
+
+    def str_(
+        self,
+        m: Mapping[str, Any],
+        key: str,
+        path: str,
+        default: str | None = None,
+        *,
+        pattern: re.Pattern[str] | None = None,
+        choices: tuple[str, ...] = (),
+    ) -> str | None:
+        v = m.get(key)
+        if v is None:
+            return default
+        if not isinstance(v, str) or not v:
+            self.errors.append(f"{path}.{key} must be a non-empty string")
+            return default
+        if pattern is not None and not pattern.match(v):
+            self.errors.append(f"{path}.{key} '{v}' is not valid")
+            return default
+        if choices and v not in choices:
+            self.errors.append(f"{path}.{key} must be one of {', '.join(choices)}, got '{v}'")
+            return default
+        return v
+
+    def resources(self, m: Mapping[str, Any], key: str, path: str) -> dict[str, dict[str, str | int]]:
+        r = self.obj(m, key, path)
+        out: dict[str, dict[str, str | int]] = {}
+        if r is None:
+            return out
+        for part in ("limits", "requests"):
+            q = self.obj(r, part, f"{path}.{key}")
+            if q is None:
+                continue
+            vals: dict[str, str | int] = {}
+            for name, value in q.items():
+                if isinstance(value, bool) or not isinstance(value, int | str):
+                    self.errors.append(f"{path}.{key}.{part}.{name} must be a quantity")
+                else:
+                    vals[str(name)] = value
+            out[part] = dict(sorted(vals.items()))
+        return out
+
+    def config(self, m: Mapping[str, Any], key: str, path: str) -> dict[str, str]:
+        c = self.obj(m, key, path)
+        out: dict[str, str] = {}
+        for name, value in (c or {}).items():
+            s = normalize_value(value)
+            if s is None:
+                self.errors.append(f"{path}.{key}.{name} must be a string, number or boolean")
+            else:
+                out[str(name)] = s
+        return dict(sorted(out.items()))
+
+
+def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
+    """The typed spec of a Cluster named `name`; raises SpecError listing every problem."""
+    r = _Reader()
+    s: Mapping[str, Any] = spec or {}
+    p = "spec"
+    if len(name) > MAX_CLUSTER_NAME:
+        r.errors.append(f"the Cluster name has at most {MAX_CLUSTER_NAME} characters")
+
+    st = r.obj(s, "storage", p) or {}
+    storage = Storage(
+        type=r.str_(st, "type", f"{p}.storage", "persistent", choices=("persistent", "ephemeral")) or "",
+        size=r.str_(st, "size", f"{p}.storage", "10Gi", pattern=QUANTITY) or "",
+        storage_class_name=r.str_(st, "storageClassName", f"{p}.storage"),
+        delete_claim=r.bool_(st, "deleteClaim", f"{p}.storage", False),
+    )
+
+    rack_key: str | None = None
+    rack = r.obj(s, "rack", p)
+    if rack is not None:
+        rack_key = r.str_(rack, "topologyKey", f"{p}.rack", DEFAULT_RACK_TOPOLOGY_KEY)
+
+    etcd = _parse_etcd(r, s, p)
+
+    listeners = s.get("listeners")
+    listener = Listener()
+    if listeners is not None:
+        if not isinstance(listeners, list) or len(listeners) != 1 or not isinstance(listeners[0], Mapping):
+            r.errors.append(f"{p}.listeners must hold exactly one listener")
+        else:
+            li = listeners[0]
+            lp = f"{p}.listeners[0]"
+            lname = r.str_(li, "name", lp, pattern=LISTENER_NAME)
+            lport = r.opt_int(li, "port", lp, 1024, 65535)
+            if lname is None or lport is None:
+                r.errors.append(f"{lp} needs a name and a port")
+            else:
+                ltype = r.str_(li, "type", lp, "internal", choices=("internal",)) or "internal"
+                listener = Listener(lname, lport, ltype)
+
+    mt = r.obj(s, "metrics", p) or {}
+    metrics = Metrics(
+        enabled=r.bool_(mt, "enabled", f"{p}.metrics", True),
+        port=r.int_(mt, "port", f"{p}.metrics", 9308, 1024, 65535),
+    )
+    if metrics.port == listener.port:
+        r.errors.append(f"{p}.metrics.port must differ from the listener port {listener.port}")
+
+    autoscaling = _parse_autoscaling(r, s, p)
+    config = r.config(s, "config", p)
+    r.errors.extend(f"{p}.config: {e}" for e in validate_broker_config(config))
+
+    out = ClusterSpec(
+        replicas=r.int_(s, "replicas", p, 3, 1),
+        image=r.str_(s, "image", p),
+        image_pull_policy=r.str_(
+            s, "imagePullPolicy", p, "IfNotPresent", choices=("Always", "IfNotPresent", "Never")
+        )
+        or "IfNotPresent",
+        log_level=r.str_(s, "logLevel", p, "INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR")) or "INFO",
+        storage=storage,
+        resources=r.resources(s, "resources", p),
+        config=config,
+        rack_topology_key=rack_key,
+        etcd=etcd,
+        listener=listener,
+        metrics=metrics,
+        autoscaling=autoscaling,
+    )
+    if out.replicas > 1 and out.etcd is None:
+        r.errors.append(
+            f"{p}.etcd is required for more than one broker (brokers share metadata through etcd)"
+        )
+    if r.errors:
+        raise SpecError(r.errors)
+    return out
+
+
+def _parse_etcd(r: _Reader, s: Mapping[str, Any], p: str) -> Etcd | None:
+    e = r.obj(s, "etcd", p)
+    if e is None:
+        return None
+    ep = f"{p}.etcd"
+    endpoints: tuple[str, ...] = ()
+    raw = e.get("endpoints")
+    if raw is not None:
+        if not isinstance(raw, list) or not raw:
+            r.errors.append(f"{ep}.endpoints must be a non-empty list")
+        else:
+            for i, x in enumerate(raw):
+                if not isinstance(x, str) or not ENDPOINT.match(x):
+                    r.errors.append(f"{ep}.endpoints[{i}] must look like http://host:port")
+            endpoints = tuple(x for x in raw if isinstance(x, str))
+    managed: ManagedEtcd | None = None
+    m = r.obj(e, "managed", ep)
+    if m is not None:
+        mp = f"{ep}.managed"
+        replicas = r.int_(m, "replicas", mp, 3)
+        if replicas not in (1, 3, 5):
+            r.errors.append(f"{mp}.replicas must be 1, 3 or 5")
+        mst = r.obj(m, "storage", mp) or {}
+        managed = ManagedEtcd(
+            replicas=replicas,
+            image=r.str_(m, "image", mp, DEFAULT_ETCD_IMAGE) or DEFAULT_ETCD_IMAGE,
+            size=r.str_(mst, "size", f"{mp}.storage", "1Gi", pattern=QUANTITY) or "1Gi",
+            storage_class_name=r.str_(mst, "storageClassName", f"{mp}.storage"),
+            resources=r.resources(m, "resources", mp),
+        )
+    if (raw is None) == (m is None):
+        r.errors.append(f"{ep} needs exactly one of endpoints or managed")
+    return Etcd(endpoints=endpoints, managed=managed)
+
+
+def _parse_autoscaling(r: _Reader, s: Mapping[str, Any], p: str) -> Autoscaling:
+    a = r.obj(s, "autoscaling", p) or {}
+    ap = f"{p}.autoscaling"
+    t = r.obj(a, "targets", ap) or {}
+    up = r.obj(a, "scaleUp", ap) or {}
+    down = r.obj(a, "scaleDown", ap) or {}
+    out = Autoscaling(
+        enabled=r.bool_(a, "enabled", ap, False),
+        min_replicas=r.int_(a, "minReplicas", ap, 1, 1),
+        max_replicas=r.opt_int(a, "maxReplicas", ap, 1),
+        prometheus_url=r.str_(a, "prometheusUrl", ap, pattern=URL),
+        bytes_in_per_broker=r.opt_int(t, "bytesInPerBroker", f"{ap}.targets", 1),
+        partitions_per_broker=r.opt_int(t, "partitionsPerBroker", f"{ap}.targets", 1),
+        scale_up_window_seconds=r.int_(up, "stabilizationWindowSeconds", f"{ap}.scaleUp", 300, 0, 3600),
+        scale_down_window_seconds=r.int_(down, "stabilizationWindowSeconds", f"{ap}.scaleDown", 900, 0, 3600),
+        cooldown_seconds=r.int_(a, "cooldownSeconds", ap, 600, 0),
+    )
+    if out.max_replicas is not None and out.min_replicas > out.max_replicas:
+        r.errors.append(f"{ap}.minReplicas must not exceed maxReplicas")
+    if out.enabled:
+        if out.max_replicas is None or out.prometheus_url is None:
+            r.errors.append(f"{ap} needs maxReplicas and prometheusUrl when enabled")
+        if out.bytes_in_per_broker is None and out.partitions_per_broker is None:
+            r.errors.append(f"{ap}.targets needs bytesInPerBroker or partitionsPerBroker when enabled")
+    return out
+
+
+def parse_topic(name: str, spec: Mapping[str, Any] | None) -> TopicSpec:
+    """The typed spec of a Topic resource named `name`; raises SpecError listing every problem."""
+    r = _Reader()
+    s: Mapping[str, Any] = spec or {}
+    p = "spec"
+    cluster = r.str_(s, "cluster", p, pattern=DNS_LABEL)
+    if cluster is None and "cluster" not in s:
+        r.errors.append(f"{p}.cluster is required")
+    topic_name = r.str_(s, "topicName", p, name)
+    if topic_name is not None and not TOPIC_NAME.match(topic_name):
+        r.errors.append(f"topic name '{topic_name}' is not a valid Kafka topic name")
+    config = r.config(s, "config", p)
+    for k, v in config.items():
+        if (err := validate_topic_config(k, v)) is not None:
+            r.errors.append(f"{p}.config: {err}")
+    out = TopicSpec(
+        cluster=cluster or "",
+        topic_name=topic_name or name,
+        partitions=r.opt_int(s, "partitions", p, 1),
+        replication_factor=r.opt_int(s, "replicationFactor", p, 1, 32767),
+        config=config,
+    )
+    if r.errors:
+        raise SpecError(r.errors)
+    return out

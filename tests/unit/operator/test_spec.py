@@ -1,0 +1,161 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from brook_operator.spec import (
+    Autoscaling,
+    ClusterSpec,
+    Listener,
+    Metrics,
+    SpecError,
+    Storage,
+    parse_cluster,
+    parse_topic,
+)
+
+from .crd_defaults import apply_defaults, schema
+
+ETCD = {"endpoints": ["http://etcd:2379"]}
+
+
+def test_minimal_cluster_takes_the_defaults() -> None:
+    s = parse_cluster("demo", {"etcd": ETCD})
+    assert s.replicas == 3
+    assert s.image is None
+    assert s.storage == Storage()
+    assert s.listener == Listener("plain", 9092, "internal")
+    assert s.metrics == Metrics(True, 9308)
+    assert s.autoscaling == Autoscaling()
+    assert s.rack_topology_key is None
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"etcd": ETCD},
+        {"etcd": {"managed": {}}},
+        {"etcd": ETCD, "rack": {}, "autoscaling": {}, "metrics": {}, "storage": {}},
+        {"replicas": 1},
+    ],
+)
+def test_python_defaults_equal_the_crd_defaults(spec: dict[str, Any]) -> None:
+    """The API server's defaulting (from the CRD) and the operator's own give the same typed spec."""
+    defaulted = apply_defaults(schema("clusters")["properties"]["spec"], spec)
+    assert defaulted != spec  # the CRD did default something
+    assert parse_cluster("demo", defaulted) == parse_cluster("demo", spec)
+
+
+def test_topic_defaults_equal_the_crd_defaults() -> None:
+    spec = {"cluster": "demo"}
+    defaulted = apply_defaults(schema("topics")["properties"]["spec"], spec)
+    assert parse_topic("orders", defaulted) == parse_topic("orders", spec)
+
+
+def test_rack_defaults_to_the_zone_label() -> None:
+    assert (
+        parse_cluster("demo", {"etcd": ETCD, "rack": {}}).rack_topology_key == "topology.kubernetes.io/zone"
+    )
+    s = parse_cluster("demo", {"etcd": ETCD, "rack": {"topologyKey": "example.com/rack"}})
+    assert s.rack_topology_key == "example.com/rack"
+
+
+def test_config_values_are_normalized_to_kafka_strings() -> None:
+    s = parse_cluster(
+        "demo",
+        {
+            "etcd": ETCD,
+            "config": {
+                "retention.ms": 60000,
+                "auto.create.topics.enable": False,
+                "min.cleanable.dirty.ratio": 0.25,
+            },
+        },
+    )
+    assert s.config == {
+        "auto.create.topics.enable": "false",
+        "min.cleanable.dirty.ratio": "0.25",
+        "retention.ms": "60000",
+    }
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({"replicas": 0}, "spec.replicas must be >= 1"),
+        ({"replicas": "3"}, "spec.replicas must be an integer"),
+        ({"replicas": 3}, "spec.etcd is required"),
+        ({"replicas": 1, "etcd": {}}, "exactly one of endpoints or managed"),
+        ({"replicas": 1, "etcd": {"endpoints": ["etcd:2379"]}}, "must look like http://host:port"),
+        ({"replicas": 1, "etcd": {"managed": {"replicas": 2}}}, "must be 1, 3 or 5"),
+        ({"replicas": 1, "storage": {"size": "ten"}}, "spec.storage.size 'ten' is not valid"),
+        ({"replicas": 1, "storage": {"type": "tmpfs"}}, "spec.storage.type must be one of"),
+        ({"replicas": 1, "imagePullPolicy": "Sometimes"}, "imagePullPolicy must be one of"),
+        ({"replicas": 1, "config": {"retention.ms": "soon"}}, "retention.ms must be an integer"),
+        ({"replicas": 1, "config": {"no.such.setting": 1}}, "unknown broker config 'no.such.setting'"),
+        ({"replicas": 1, "config": {"broker.id": 3}}, "broker.id is set by the operator"),
+        ({"replicas": 1, "config": {"num.partitions": 0}}, "num.partitions must be >= 1"),
+        ({"replicas": 1, "config": {"auto.create.topics.enable": "maybe"}}, "must be true or false"),
+        ({"replicas": 1, "config": {"retention.ms": {"a": 1}}}, "must be a string, number or boolean"),
+        (
+            {"replicas": 1, "listeners": [{"name": "a", "port": 9092}, {"name": "b", "port": 9093}]},
+            "exactly one",
+        ),
+        ({"replicas": 1, "listeners": [{"name": "plain", "port": 80}]}, "between 1024 and 65535"),
+        ({"replicas": 1, "metrics": {"port": 9092}}, "must differ from the listener port"),
+        ({"replicas": 1, "autoscaling": {"enabled": True}}, "needs maxReplicas and prometheusUrl"),
+        (
+            {
+                "replicas": 1,
+                "autoscaling": {"enabled": True, "maxReplicas": 3, "prometheusUrl": "http://p:9090"},
+            },
+            "targets needs bytesInPerBroker or partitionsPerBroker",
+        ),
+        ({"replicas": 1, "autoscaling": {"minReplicas": 5, "maxReplicas": 3}}, "must not exceed maxReplicas"),
+    ],
+)
+def test_invalid_cluster_specs_are_reported(spec: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_cluster("demo", spec)
+    assert any(fragment in err for err in e.value.errors), e.value.errors
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    with pytest.raises(SpecError) as e:
+        parse_cluster("demo", {"replicas": 0, "storage": {"size": "x"}, "imagePullPolicy": "x", "etcd": ETCD})
+    assert len(e.value.errors) == 3
+
+
+def test_long_cluster_names_are_refused() -> None:
+    with pytest.raises(SpecError, match="at most 45 characters"):
+        parse_cluster("x" * 46, {"replicas": 1})
+
+
+def test_topic_name_defaults_to_the_resource_name() -> None:
+    t = parse_topic("orders", {"cluster": "demo", "partitions": 3, "config": {"retention.ms": 1000}})
+    assert (t.cluster, t.topic_name, t.partitions, t.replication_factor) == ("demo", "orders", 3, None)
+    assert t.config == {"retention.ms": "1000"}
+    assert parse_topic("x", {"cluster": "demo", "topicName": "Orders.V2"}).topic_name == "Orders.V2"
+
+
+@pytest.mark.parametrize(
+    ("spec", "fragment"),
+    [
+        ({}, "spec.cluster is required"),
+        ({"cluster": "Demo"}, "spec.cluster 'Demo' is not valid"),
+        ({"cluster": "demo", "topicName": "a b"}, "not a valid Kafka topic name"),
+        ({"cluster": "demo", "partitions": 0}, "spec.partitions must be >= 1"),
+        ({"cluster": "demo", "replicationFactor": 0}, "replicationFactor must be between 1 and 32767"),
+        ({"cluster": "demo", "config": {"cleanup.policy": "forever"}}, "cleanup.policy must be"),
+        ({"cluster": "demo", "config": {"nope": "1"}}, "unknown topic config 'nope'"),
+    ],
+)
+def test_invalid_topic_specs_are_reported(spec: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(SpecError) as e:
+        parse_topic("orders", spec)
+    assert any(fragment in err for err in e.value.errors), e.value.errors
+
+
+def test_cluster_spec_is_a_value() -> None:
+    assert parse_cluster("a", {"replicas": 1}) == ClusterSpec(replicas=1)
