@@ -39,13 +39,29 @@ def _env_defaults(parser: argparse.ArgumentParser) -> None:
 
 
 def _node_id(a: argparse.Namespace) -> int:
-    if a.node_id_from_hostname:
-        # A StatefulSet pod is <name>-<ordinal>: the ordinal is the broker id.
-        m = re.search(r"-(\d+)$", os.environ.get("HOSTNAME") or socket.gethostname())
+    """--node-id, else the ordinal of a StatefulSet pod (<name>-<ordinal>) from BROOK_POD_NAME or the
+    hostname when --node-id-from-hostname is given or BROOK_NODE_ID is set but empty."""
+    if a.node_id is not None and str(a.node_id).strip() != "":
+        return int(a.node_id)
+    name = os.environ.get("BROOK_POD_NAME") or os.environ.get("HOSTNAME") or socket.gethostname()
+    if a.node_id_from_hostname or os.environ.get("BROOK_POD_NAME") or "BROOK_NODE_ID" in os.environ:
+        m = re.search(r"-(\d+)$", name)
         if m is None:
-            sys.exit("--node-id-from-hostname: the hostname does not end in -<ordinal>")
+            sys.exit(f"cannot take the broker id from '{name}': it does not end in -<ordinal>")
         return int(m.group(1))
-    return int(a.node_id)
+    return 0
+
+
+def _rack(a: argparse.Namespace) -> str | None:
+    """--rack, else the content of --rack-file (written by the operator's rack init container)."""
+    if a.rack:
+        return str(a.rack)
+    if a.rack_file:
+        try:
+            return Path(a.rack_file).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+    return None
 
 
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
@@ -63,7 +79,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         port=a.port,
         advertised_host=a.advertised_host,
         advertised_port=a.advertised_port,
-        rack=a.rack or None,
+        rack=_rack(a),
         data_dir=Path(a.data_dir),
         auto_create_topics=a.auto_create_topics == "true",
         num_partitions=a.num_partitions,
@@ -87,12 +103,15 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         replica_lag_time_max_ms=a.replica_lag_time_max_ms,
         replication_throttled_rate=a.replication_throttled_rate,
         controlled_shutdown_timeout_s=a.controlled_shutdown_timeout,
+        flush_check_interval_ms=a.flush_check_interval_ms,
+        metrics_host=a.metrics_host,
+        metrics_port=a.metrics_port,
     )
 
 
 def _add_broker_flags(b: argparse.ArgumentParser) -> None:
     g = GroupSettings()
-    b.add_argument("--node-id", type=int, default=0, help="broker.id")
+    b.add_argument("--node-id", default=None, help="broker.id (default: a pod's ordinal, else 0)")
     b.add_argument(
         "--node-id-from-hostname",
         action="store_true",
@@ -103,6 +122,14 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument("--advertised-host", default=None, help="host clients are told to use (default: --host)")
     b.add_argument("--advertised-port", type=int, default=None)
     b.add_argument("--rack", default=None, help="broker.rack")
+    b.add_argument("--rack-file", default=None, help="a file holding the rack (empty or missing: none)")
+    b.add_argument("--metrics-host", default="0.0.0.0")
+    b.add_argument(
+        "--metrics-port", type=int, default=0, help="/metrics, /healthz, /readyz; 0: any free port; -1: off"
+    )
+    b.add_argument(
+        "--flush-check-interval-ms", type=int, default=1000, help="log.flush.scheduler.interval.ms"
+    )
     b.add_argument("--data-dir", default="data", help="log.dirs")
     b.add_argument(
         "--etcd-endpoints",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from brook.groups import GroupCoordinator
+from brook.observability import BrokerMetrics
 
 from .cluster import ClusterNode
 from .offsets_topic import OffsetsTopic
@@ -20,6 +21,7 @@ from .topics import LocalMetadataStore, MetadataStore, TopicMeta
 class Broker:
     def __init__(self, settings: BrokerSettings, store: MetadataStore | None = None) -> None:
         self.settings = settings
+        self.metrics = BrokerMetrics()
         self.cluster = ClusterNode(self) if settings.etcd_endpoints else None
         self.store: MetadataStore | None = None
         if self.cluster is None:
@@ -86,9 +88,13 @@ class Broker:
         return self.replicas.create_topic(name, partitions, replication_factor, configs)
 
     async def delete_topic(self, name: str) -> TopicMeta:
-        if self.cluster is not None:
-            return await self.cluster.delete_topic(name)
-        return self.replicas.delete_topic(name)
+        meta = (
+            await self.cluster.delete_topic(name)
+            if self.cluster is not None
+            else self.replicas.delete_topic(name)
+        )
+        self.metrics.forget_topic(name)
+        return meta
 
     async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         if self.cluster is not None:

@@ -388,7 +388,13 @@ class ClusterNode:
             if fetcher is not None:
                 asyncio.get_running_loop().create_task(fetcher.stop())
             fetcher = LeaderFetcher(
-                self.node_id, leader, info.host, info.port, self._throttled, self._throttle
+                self.node_id,
+                leader,
+                info.host,
+                info.port,
+                self._throttled,
+                self._throttle,
+                self.broker.metrics.on_replication_in,
             )
             self._fetchers[leader] = fetcher
             fetcher.start()
@@ -431,6 +437,10 @@ class ClusterNode:
                     log.debug("ISR change of %s-%d not recorded: %s", p.topic, p.index, e)
                     continue
                 log.info("%s-%d: ISR %s -> %s", p.topic, p.index, list(st.isr), new_isr)
+                if set(st.isr) - set(new_isr):
+                    self.broker.metrics.on_isr_shrink()
+                if set(new_isr) - set(st.isr):
+                    self.broker.metrics.on_isr_expand()
                 self.states[(p.topic, p.index)] = written
                 self._apply_role(p.topic, p.index)
 

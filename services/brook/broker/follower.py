@@ -77,6 +77,7 @@ class LeaderFetcher:
         port: int,
         throttled: Callable[[Partition], bool],
         throttle: Throttle,
+        on_replicated: Callable[[int], None] = lambda n: None,
     ) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
@@ -85,6 +86,7 @@ class LeaderFetcher:
         self._needs_truncation: set[tuple[str, int]] = set()
         self._throttled = throttled
         self._throttle = throttle
+        self._on_replicated = on_replicated
         self._conn = PeerConnection(host, port, f"brook-replica-{node_id}")
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
@@ -222,6 +224,7 @@ class LeaderFetcher:
             records = whole_batches(r.records)
             if len(records):
                 p.append_replicated(records)
+                self._on_replicated(len(records))
                 if self._throttled(p):
                     throttled_bytes += len(records)
             p.set_follower_high_watermark(r.high_watermark)

@@ -35,6 +35,8 @@ class BrokerSettings:
     replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
     replication_throttled_rate: int = 0  # leader.replication.throttled.rate, bytes/s; 0: unlimited
     controlled_shutdown_timeout_s: float = 15.0
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 0  # /metrics, /healthz, /readyz; 0: a free port; -1: off
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from brook.broker.broker import Broker
+from brook.observability import CONSUMER, FOLLOWER, REQUEST_ROLE
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.fetch import (
     FetchPartitionResult,
@@ -19,6 +20,7 @@ from brook.protocol.fetch import (
     encode_fetch_response,
 )
 from brook.protocol.frames import RequestHeader
+from brook.protocol.versions import ApiKey
 
 from .context import Body, check_leader
 
@@ -79,6 +81,8 @@ def _read(
 async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
     req = decode_fetch_request(version, hdr.body)
+    role = FOLLOWER if req.replica_id >= 0 else CONSUMER
+    REQUEST_ROLE.set(role)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
     while True:
@@ -103,4 +107,15 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
         finally:
             for p in parts:
                 p.remove_waiter(fut)
+    metrics = broker.metrics
+    for t in topics:
+        n = 0
+        for part in t.partitions:
+            if part.error_code:
+                metrics.on_error(ApiKey.FETCH, role, part.error_code)
+            if part.records is not None:
+                r = part.records
+                n += len(r) if isinstance(r, bytes | bytearray | memoryview) else r.size
+        if n:
+            metrics.on_fetch_out(t.name, n, follower=role is FOLLOWER)
     return encode_fetch_response(version, topics)

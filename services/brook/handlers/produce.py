@@ -6,6 +6,7 @@ from brook.broker.broker import Broker
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from brook.protocol.versions import ApiKey
 
 from .context import Body
 
@@ -27,6 +28,7 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "records are null")
                 p = broker.replicas.partition(topic.name, part.index)
                 r = p.append(part.records, req.acks)
+                broker.metrics.on_produce(topic.name, len(part.records), r.last_offset - r.base_offset + 1)
                 if req.acks == -1:
                     await p.wait_committed(r.last_offset, req.timeout_ms / 1000)
                 out.append(
@@ -35,6 +37,7 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                     )
                 )
             except KafkaError as e:
+                broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
                 out.append(PartitionProduceResult(part.index, e.code, -1, -1, -1, e.message))
         results.append((topic.name, out))
     if req.acks == 0:

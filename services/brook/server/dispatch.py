@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from brook.broker.broker import Broker
 from brook.handlers import ADVERTISED, HANDLERS, Body
+from brook.observability import REQUEST_ROLE
+from brook.protocol.errors import ErrorCode
 from brook.protocol.fetch import RecordsRef, chunks_size
 from brook.protocol.frames import RequestHeader, response_prefix
 from brook.protocol.versions import ApiKey, response_is_flexible
@@ -26,7 +29,19 @@ async def dispatch(broker: Broker, hdr: RequestHeader) -> list[bytes | RecordsRe
     if not lo <= hdr.api_version <= hi and hdr.api_key != ApiKey.API_VERSIONS:
         # Clients negotiate through ApiVersions first; a version outside it cannot be encoded.
         raise CloseConnection(f"unsupported version {hdr.api_version} of API {ApiKey(hdr.api_key).name}")
-    body: Body | None = await handler(broker, hdr)
+    start = time.perf_counter()
+    token = REQUEST_ROLE.set(None)
+    try:
+        body: Body | None = await handler(broker, hdr)
+    except Exception:
+        broker.metrics.on_request(
+            hdr.api_key, REQUEST_ROLE.get(), time.perf_counter() - start, ErrorCode.UNKNOWN_SERVER_ERROR
+        )
+        raise
+    else:
+        broker.metrics.on_request(hdr.api_key, REQUEST_ROLE.get(), time.perf_counter() - start)
+    finally:
+        REQUEST_ROLE.reset(token)
     if body is None:
         return None
     flexible = response_is_flexible(hdr.api_key, hdr.api_version)

@@ -1,4 +1,5 @@
-"""Run one broker until SIGINT/SIGTERM, then stop it cleanly (connections, timers, logs flushed)."""
+"""Run one broker until SIGINT/SIGTERM, then stop it cleanly (leaderships handed over, connections,
+timers, logs flushed). Health and metrics are served on their own port from the start."""
 
 from __future__ import annotations
 
@@ -11,29 +12,46 @@ from collections.abc import Callable
 
 from brook.broker.broker import Broker
 from brook.broker.settings import BrokerSettings
+from brook.observability import MetricsServer
 
 from .listener import KafkaServer
+from .state_view import BrokerState
 
 log = logging.getLogger(__name__)
 
 
 async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None] | None = None) -> None:
     broker = Broker(settings)
-    await broker.start()
     server = KafkaServer(broker)
+    state = BrokerState(broker, server)
+    started = False
+
+    def ready() -> tuple[bool, str]:
+        return state.ready() if started else (False, "starting")
+
+    http: MetricsServer | None = None
+    if settings.metrics_port >= 0:
+        http = MetricsServer(broker.metrics.registry, ready)
+        await http.start(settings.metrics_host, settings.metrics_port)
+        log.info("metrics and health on http://%s:%d", settings.metrics_host, http.port)
+    broker.metrics.attach(state)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     try:
+        await broker.start()
         await server.start()
+        started = True
         if on_ready is not None:
             on_ready(server)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("stopping broker %d", settings.node_id)
     finally:
+        await broker.stop()  # a cluster member hands its leaderships over while still serving
         await server.stop()
-        await broker.stop()
+        if http is not None:
+            await http.stop()
 
 
 def run(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None] | None = None) -> None:

@@ -1,0 +1,245 @@
+"""Brook's Prometheus metrics, with Kafka's meaning.
+
+Events (bytes, messages, requests, ISR changes) are counted by `BrokerMetrics` from the hot paths, once
+per request-partition (never per record). State (logs, replication health, controller, lag,
+connections) is read at scrape time by `StateCollector` from a `BrokerView`. Each broker has its own
+`CollectorRegistry`, so several brokers can live in one process (tests).
+
+Broker identity: no `broker` label on the series. Each broker is its own scrape target, so Prometheus'
+target labels (`instance`, and `pod`/`namespace` under a ServiceMonitor) already tell brokers apart;
+`brook_broker_info{broker="<node id>"} 1` gives the Kafka broker id when it is needed
+(`... * on (instance) group_left (broker) brook_broker_info`). Kafka's per-broker "all topics" value is
+a sum over the `topic` label in PromQL.
+
+Request names are Kafka's (the `request` tag of kafka.network RequestMetrics): `Produce`,
+`FetchConsumer`, `FetchFollower`, `Metadata`, `OffsetCommit`, ... Fetch is split by role as Kafka does.
+
+=========================================  ===============================================================
+Brook metric                               Kafka equivalent
+=========================================  ===============================================================
+brook_broker_bytes_in_total{topic}          kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=T
+brook_broker_bytes_out_total{topic}         ...BrokerTopicMetrics,name=BytesOutPerSec,topic=T (consumers)
+brook_broker_messages_in_total{topic}       ...BrokerTopicMetrics,name=MessagesInPerSec,topic=T
+brook_broker_replication_bytes_in_total     ...BrokerTopicMetrics,name=ReplicationBytesInPerSec
+brook_broker_replication_bytes_out_total    ...BrokerTopicMetrics,name=ReplicationBytesOutPerSec
+brook_request_total{api}                    kafka.network:type=RequestMetrics,name=RequestsPerSec,request=A
+brook_request_errors_total{api,error}       kafka.network:type=RequestMetrics,name=ErrorsPerSec,request,error
+brook_request_duration_seconds{api}         kafka.network:type=RequestMetrics,name=TotalTimeMs,request=A
+  (histogram; seconds, not ms)
+brook_isr_shrinks_total                     kafka.server:type=ReplicaManager,name=IsrShrinksPerSec
+brook_isr_expands_total                     kafka.server:type=ReplicaManager,name=IsrExpandsPerSec
+brook_under_replicated_partitions           kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions
+brook_under_min_isr_partitions              kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount
+brook_at_min_isr_partitions                 kafka.server:type=ReplicaManager,name=AtMinIsrPartitionCount
+brook_partitions                            kafka.server:type=ReplicaManager,name=PartitionCount
+brook_leader_count                          kafka.server:type=ReplicaManager,name=LeaderCount
+brook_offline_partitions_count              kafka.controller:type=KafkaController,name=OfflinePartitionsCount
+brook_active_controller_count               kafka.controller:type=KafkaController,name=ActiveControllerCount
+brook_partition_replicas{topic,partition}   kafka.cluster:type=Partition,name=ReplicasCount (leader only)
+brook_partition_in_sync_replicas{...}       kafka.cluster:type=Partition,name=InSyncReplicasCount
+brook_log_size_bytes{topic,partition}       kafka.log:type=Log,name=Size,topic=T,partition=P
+brook_log_start_offset{topic,partition}     kafka.log:type=Log,name=LogStartOffset,...
+brook_log_end_offset{topic,partition}       kafka.log:type=Log,name=LogEndOffset,...
+brook_high_watermark{topic,partition}       (none; kafka_exporter's kafka_topic_partition_current_offset)
+brook_consumer_group_committed_offset{...}  (none; kafka_exporter's kafka_consumergroup_current_offset)
+brook_consumer_group_lag{group,topic,part}  (none; kafka_exporter's kafka_consumergroup_lag)
+brook_open_connections                      kafka.server:type=socket-server-metrics,name=connection-count
+brook_broker_info{broker}                   (the broker id; kafka.server:type=app-info)
+brook_metrics_collect_errors_total          (Brook's own: parts of scrapes the view failed to answer)
+=========================================  ===============================================================
+
+Consumer lag is log end as consumers see it (the high watermark, which ListOffsets LATEST answers and
+KEDA and kafka_exporter use) minus the committed offset, floored at 0. A broker exports it for the
+groups it coordinates on partitions it hosts; in a cluster the coordinator may not host a partition, so
+`assets/alerts.yaml` also records `brook:consumer_group_lag` from `brook_high_watermark` and
+`brook_consumer_group_committed_offset` across brokers, which is complete.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Sequence
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from brook.protocol.errors import ErrorCode
+from brook.protocol.versions import ApiKey
+
+from .collector import StateCollector
+from .view import BrokerView
+
+# Request latency buckets (seconds): sub-millisecond metadata answers up to long-polling fetches.
+LATENCY_BUCKETS: tuple[float, ...] = (
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+)  # fmt: skip
+
+# Fetch request names by role, as Kafka's RequestMetrics names them.
+CONSUMER = "consumer"
+FOLLOWER = "follower"
+
+# The role of the request being handled, for the dispatcher's on_request: only the Fetch handler knows
+# it (replica_id in the body). The dispatcher sets None before awaiting the handler, the handler sets
+# CONSUMER or FOLLOWER, the dispatcher reads it back (an awaited coroutine shares the task's context).
+REQUEST_ROLE: contextvars.ContextVar[str | None] = contextvars.ContextVar("brook_request_role", default=None)
+
+
+def request_name(api: int | str, role: str | None = None) -> str:
+    """Kafka's request name: ApiKey.LIST_OFFSETS (or 2, or "LIST_OFFSETS") -> "ListOffsets";
+    Fetch -> "FetchConsumer" or "FetchFollower" by role."""
+    if isinstance(api, int):
+        try:
+            api = ApiKey(api).name
+        except ValueError:
+            return f"Api{int(api)}"
+    if "_" in api or api.isupper():
+        api = "".join(word.capitalize() for word in api.split("_"))
+    if api == "Fetch":
+        return "FetchFollower" if role == FOLLOWER else "FetchConsumer"
+    return api
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(int(code))
+
+
+class BrokerMetrics:
+    """The event side: counters and the latency histogram, on this broker's own registry.
+
+    Every method is O(1): labelled children are looked up once per label value and cached in a dict.
+    """
+
+    def __init__(
+        self,
+        view: BrokerView | None = None,
+        registry: CollectorRegistry | None = None,
+        latency_buckets: Sequence[float] = LATENCY_BUCKETS,
+    ) -> None:
+        # `_created` series would double every counter's series count for a value nobody graphs.
+        # (Process-wide setting of prometheus-client.)
+        prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self._bytes_in = Counter(
+            "brook_broker_bytes_in", "Bytes of records appended by producers.", ["topic"], registry=r
+        )
+        self._messages_in = Counter(
+            "brook_broker_messages_in", "Records appended by producers.", ["topic"], registry=r
+        )
+        self._bytes_out = Counter(
+            "brook_broker_bytes_out", "Bytes of records sent to consumers.", ["topic"], registry=r
+        )
+        self._repl_in = Counter(
+            "brook_broker_replication_bytes_in",
+            "Bytes of records a follower fetched from leaders.",
+            registry=r,
+        )
+        self._repl_out = Counter(
+            "brook_broker_replication_bytes_out", "Bytes of records sent to followers.", registry=r
+        )
+        self._requests = Counter(
+            "brook_request", "Requests answered, by Kafka request name.", ["api"], registry=r
+        )
+        self._errors = Counter(
+            "brook_request_errors",
+            "Error codes answered, by request name and Kafka error name (per partition where the "
+            "response has one per partition).",
+            ["api", "error"],
+            registry=r,
+        )
+        self._duration = Histogram(
+            "brook_request_duration_seconds",
+            "Time from a request's dispatch to its response being ready (Kafka's TotalTimeMs).",
+            ["api"],
+            buckets=latency_buckets,
+            registry=r,
+        )
+        self._isr_shrinks = Counter(
+            "brook_isr_shrinks", "Partitions led here whose ISR shrank (once per change).", registry=r
+        )
+        self._isr_expands = Counter(
+            "brook_isr_expands", "Partitions led here whose ISR grew (once per change).", registry=r
+        )
+        # Cached children: the label lookup of prometheus-client costs more than the increment.
+        self._in: dict[str, tuple[Counter, Counter]] = {}
+        self._out: dict[str, Counter] = {}
+        self._req: dict[tuple[int | str, str | None], tuple[str, Counter, Histogram]] = {}
+        self._err: dict[tuple[str, int], Counter] = {}
+        self._collector: StateCollector | None = None
+        if view is not None:
+            self.attach(view)
+
+    def attach(self, view: BrokerView) -> None:
+        """Export the scrape-time state of `view` (once; call it when the broker can answer it)."""
+        if self._collector is not None:
+            raise RuntimeError("a broker view is already attached")
+        self._collector = StateCollector(view)
+        self.registry.register(self._collector)
+
+    # -- hot paths ---------------------------------------------------------------------------------
+    def on_produce(self, topic: str, nbytes: int, records: int) -> None:
+        """A producer's records were appended to a partition of `topic` (once per request-partition)."""
+        c = self._in.get(topic)
+        if c is None:
+            c = self._in[topic] = (self._bytes_in.labels(topic), self._messages_in.labels(topic))
+        c[0].inc(nbytes)
+        c[1].inc(records)
+
+    def on_fetch_out(self, topic: str, nbytes: int, follower: bool = False) -> None:
+        """Record bytes of `topic` went into a Fetch response (consumers: per topic; followers:
+        replication bytes, broker-wide, as Kafka counts them)."""
+        if follower:
+            self._repl_out.inc(nbytes)
+            return
+        c = self._out.get(topic)
+        if c is None:
+            c = self._out[topic] = self._bytes_out.labels(topic)
+        c.inc(nbytes)
+
+    def on_replication_in(self, nbytes: int) -> None:
+        """A follower appended `nbytes` fetched from a leader."""
+        self._repl_in.inc(nbytes)
+
+    def on_request(self, api: int | str, role: str | None, seconds: float, error_code: int = 0) -> None:
+        """A request was answered after `seconds`. `api`: an ApiKey, its number or a name; `role`:
+        "consumer" or "follower" for Fetch (None otherwise). A non-zero `error_code` is counted once."""
+        key = (api, role)
+        c = self._req.get(key)
+        if c is None:
+            name = request_name(api, role)
+            c = self._req[key] = (name, self._requests.labels(name), self._duration.labels(name))
+        c[1].inc()
+        c[2].observe(seconds)
+        if error_code:
+            self._count_error(c[0], error_code, 1)
+
+    def on_error(self, api: int | str, role: str | None, error_code: int, count: int = 1) -> None:
+        """`count` partitions (or responses) of a request were answered with `error_code`."""
+        if error_code:
+            self._count_error(request_name(api, role), error_code, count)
+
+    def _count_error(self, name: str, code: int, count: int) -> None:
+        c = self._err.get((name, code))
+        if c is None:
+            c = self._err[(name, code)] = self._errors.labels(name, error_name(code))
+        c.inc(count)
+
+    def on_isr_shrink(self) -> None:
+        """A partition led here shrank its ISR (call once per partition and change)."""
+        self._isr_shrinks.inc()
+
+    def on_isr_expand(self) -> None:
+        """A partition led here grew its ISR (call once per partition and change)."""
+        self._isr_expands.inc()
+
+    # -- cardinality -------------------------------------------------------------------------------
+    def forget_topic(self, topic: str) -> None:
+        """Drop a deleted topic's counters (state gauges disappear by themselves)."""
+        if self._in.pop(topic, None) is not None:
+            self._bytes_in.remove(topic)
+            self._messages_in.remove(topic)
+        if self._out.pop(topic, None) is not None:
+            self._bytes_out.remove(topic)

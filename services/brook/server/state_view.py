@@ -1,0 +1,106 @@
+"""What the metrics collector reads at scrape time: a read-only view of this broker and its server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+
+from brook.broker.broker import Broker
+from brook.broker.partition import Partition
+
+from .listener import KafkaServer
+
+
+class PartitionState:
+    __slots__ = ("_p",)
+
+    def __init__(self, p: Partition) -> None:
+        self._p = p
+
+    @property
+    def topic(self) -> str:
+        return self._p.topic
+
+    @property
+    def index(self) -> int:
+        return self._p.index
+
+    @property
+    def is_leader(self) -> bool:
+        return self._p.is_leader
+
+    @property
+    def replicas(self) -> Sequence[int]:
+        return self._p.role.replicas
+
+    @property
+    def isr(self) -> Sequence[int]:
+        return self._p.role.isr
+
+    @property
+    def log_size_bytes(self) -> int:
+        return self._p.log.size_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._p.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._p.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._p.high_watermark
+
+    @property
+    def min_insync_replicas(self) -> int:
+        return self._p.log.config.min_insync_replicas
+
+
+class BrokerState:
+    def __init__(self, broker: Broker, server: KafkaServer) -> None:
+        self.broker = broker
+        self.server = server
+
+    @property
+    def node_id(self) -> int:
+        return self.broker.node_id
+
+    def is_controller(self) -> bool:
+        return self.broker.controller_id == self.broker.node_id
+
+    def offline_partitions(self) -> int:
+        cluster = self.broker.cluster
+        if cluster is None:
+            return 0  # a single node leads every partition it has
+        return sum(1 for st in cluster.states.values() if st.leader not in cluster.live)
+
+    def partitions(self) -> Iterable[PartitionState]:
+        return [PartitionState(p) for p in self.broker.replicas.partitions()]
+
+    def group_offsets(self) -> Iterator[tuple[str, str, int, int]]:
+        coordinator = self.broker.groups
+        for group in coordinator.list_groups():
+            _, offsets = coordinator.fetch_offsets(group.group_id, None)
+            for topic, partition, value in offsets:
+                if value is not None:
+                    yield group.group_id, topic, partition, value.offset
+
+    def open_connections(self) -> int:
+        return len(self.server.connections)
+
+    def ready(self) -> tuple[bool, str]:
+        """Ready for traffic: listening, and in a cluster registered and in sync where it replicates."""
+        cluster = self.broker.cluster
+        if cluster is None:
+            return True, "serving"
+        if self.broker.node_id not in cluster.live:
+            return False, "not registered in the cluster"
+        behind = [
+            f"{p.topic}-{p.index}"
+            for p in self.broker.replicas.partitions()
+            if p.role.leader >= 0 and self.broker.node_id not in p.role.isr
+        ]
+        if behind:
+            return False, f"catching up on {len(behind)} partitions, e.g. {behind[0]}"
+        return True, "serving"
