@@ -7,6 +7,7 @@ import os
 import subprocess
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -198,3 +199,18 @@ def test_aiokafka_round_trip(broker: BrokerProcess) -> None:
         return got
 
     check_same(sent, asyncio.run(run()))
+
+
+def test_uvloop_broker_round_trip_with_large_fetches(tmp_path: Path) -> None:
+    """--event-loop uvloop: no loop.sendfile there, so large fetch ranges go out by pread."""
+    b = BrokerProcess(tmp_path / "data", args=["--event-loop", "uvloop"]).start()
+    try:
+        create_topic(b.bootstrap, "uv", 1)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 20, "batch.size": 1_000_000})
+        for i in range(3000):
+            p.produce("uv", f"{i:06d}".encode() * 50)  # ~900 KB in large batches: fetches above 64 KiB
+        assert p.flush(30) == 0
+        got = confluent_consume(b.bootstrap, "uv", 1, 3000)
+        assert [v for *_, v, _ in got] == [f"{i:06d}".encode() * 50 for i in range(3000)]
+    finally:
+        b.stop()

@@ -352,9 +352,7 @@ def _first_dirty_index(segments: Sequence[Segment], inactive: int, first_dirty_o
     return inactive
 
 
-def cleanable_end(
-    segments: Sequence[Segment], config: TopicConfig, now_ms: int, first_dirty: int
-) -> int:
+def cleanable_end(segments: Sequence[Segment], config: TopicConfig, now_ms: int, first_dirty: int) -> int:
     """Index of the first segment that may not be cleaned: the active one, or from `first_dirty` on the
     first whose max timestamp is younger than min.compaction.lag.ms."""
     inactive = len(segments) - 1

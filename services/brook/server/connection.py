@@ -11,8 +11,10 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
+from typing import cast
 
 from brook.broker.broker import Broker
+from brook.handlers.context import CLIENT_HOST
 from brook.protocol.fetch import RecordsRef
 from brook.protocol.frames import parse_request
 from brook.protocol.primitives import CodecError
@@ -22,9 +24,21 @@ from .dispatch import CloseConnection, dispatch
 log = logging.getLogger(__name__)
 
 _MAX_QUEUED = 64
+# Frames up to this size (with their 4-byte size) are received here and copied out; larger ones are received
+# into buffers of their own. Also the most one read takes from the socket for small frames.
+_SCRATCH_BYTES = 64 * 1024
+# A large frame's buffer starts this big and doubles as bytes arrive, so a 4-byte size header alone
+# cannot make the broker allocate up to socket.request.max.bytes.
+_BIG_START_BYTES = 1024 * 1024
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
+    """Frames are received straight into their final buffers (BufferedProtocol: no intermediate copies).
+
+    Small frames accumulate in a scratch buffer and are copied out once each; a frame larger than the
+    scratch buffer gets a bytearray of its own that the socket reads into directly, and is queued as is.
+    """
+
     def __init__(
         self,
         broker: Broker,
@@ -36,8 +50,14 @@ class Connection(asyncio.Protocol):
         self._max = max_request_bytes
         self._native_sendfile = native_sendfile
         self._on_close = on_close
-        self._buf = bytearray()
-        self._frames: deque[bytes] = deque()
+        self._scratch = bytearray(_SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
+        self._fill = 0  # bytes of the scratch buffer holding received data
+        self._big: bytearray | None = None  # a large frame being received into its own buffer
+        self._big_view = self._scratch_view
+        self._big_fill = 0
+        self._big_size = 0  # the frame's full size (its buffer may still be smaller)
+        self._frames: deque[bytes | bytearray] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._transport: asyncio.Transport | None = None
@@ -46,19 +66,50 @@ class Connection(asyncio.Protocol):
         self._closed = False
         self.peer = "?"
 
-    # -- asyncio.Protocol --------------------------------------------------------------------------
+    # -- asyncio.BufferedProtocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # Not an isinstance check: uvloop's transports implement asyncio.Transport without subclassing it.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
-    def data_received(self, data: bytes) -> None:
-        buf = self._buf
-        buf += data
-        while len(buf) >= 4:
-            size = int.from_bytes(buf[:4], "big", signed=True)
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big is not None:
+            return self._big_view[self._big_fill :]
+        return self._scratch_view[self._fill :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        big = self._big
+        if big is not None:
+            self._big_fill += nbytes
+            if self._big_fill < self._big_size:
+                if self._big_fill == len(big):  # full but the frame is not: grow (memory follows data)
+                    self._big_view.release()
+                    big += bytearray(min(len(big), self._big_size - len(big)))
+                    self._big_view = memoryview(big)
+                return
+            self._frames.append(big)
+            self._big = None
+            self._big_view = self._scratch_view
+        else:
+            self._fill += nbytes
+            if not self._split_frames():
+                return
+        if self._frames:
+            if self._wakeup is not None and not self._wakeup.done():
+                self._wakeup.set_result(None)
+            if len(self._frames) >= _MAX_QUEUED and self._transport and not self._reading_paused:
+                self._reading_paused = True
+                self._transport.pause_reading()
+
+    def _split_frames(self) -> bool:
+        """Queue the scratch buffer's complete frames; start a large frame's own buffer. False: closed."""
+        view = self._scratch_view
+        fill = self._fill
+        pos = 0
+        while fill - pos >= 4:
+            size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
             if size < 0 or size > self._max:
                 log.warning(
                     "%s: request of %d bytes exceeds socket.request.max.bytes=%d; closing",
@@ -66,18 +117,31 @@ class Connection(asyncio.Protocol):
                     size,
                     self._max,
                 )
+                self._fill = 0
                 self.close()
-                return
-            if len(buf) < 4 + size:
-                break
-            self._frames.append(bytes(buf[4 : 4 + size]))
-            del buf[: 4 + size]
-        if self._frames:
-            if self._wakeup is not None and not self._wakeup.done():
-                self._wakeup.set_result(None)
-            if len(self._frames) >= _MAX_QUEUED and self._transport and not self._reading_paused:
-                self._reading_paused = True
-                self._transport.pause_reading()
+                return False
+            start = pos + 4
+            if fill - start >= size:
+                self._frames.append(bytes(view[start : start + size]))
+                pos = start + size
+                continue
+            if 4 + size > len(view):
+                # Too large for the scratch buffer: receive the rest of it straight into its own buffer.
+                have = fill - start
+                frame = bytearray(min(size, max(_BIG_START_BYTES, have)))
+                frame[:have] = view[start:fill]
+                self._big = frame
+                self._big_view = memoryview(frame)
+                self._big_fill = have
+                self._big_size = size
+                pos = fill
+            break
+        if pos:
+            rest = fill - pos
+            if rest:
+                view[:rest] = view[pos:fill]  # a partial frame header or frame: move it to the front
+            self._fill = rest
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
@@ -98,6 +162,7 @@ class Connection(asyncio.Protocol):
     # -- request loop ------------------------------------------------------------------------------
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
+        CLIENT_HOST.set("/" + self.peer.rsplit(":", 1)[0])
         try:
             while not self._closed:
                 if not self._frames:
