@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -221,3 +222,19 @@ def test_fuzzed_requests_never_take_the_broker_down(
             c.read_frame()
     with RawClient(broker.bootstrap) as c:
         assert c.request(ApiVersionsRequest(), 0).error_code == 0
+
+
+def test_requests_larger_than_a_mebibyte(tmp_path: Path) -> None:
+    """Large requests are received into a buffer that grows with the data (up to 4 MiB here)."""
+    b = BrokerProcess(tmp_path / "data", args=["--topic-default", "max.message.bytes=8388608"]).start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            assert create(c, "large") == 0
+            for mib in (1, 2, 4):
+                big = batch([b"x" * 1024] * (mib * 1024))
+                assert len(big) > mib * 1024 * 1024
+                err, _ = produce(c, "large", big)
+                assert err == 0, mib
+            assert fetch(c, "large", 0)[1] == 7 * 1024
+    finally:
+        b.stop()

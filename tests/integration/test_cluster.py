@@ -264,3 +264,41 @@ def test_reassignment_moves_a_partition_while_producing(cluster: Cluster) -> Non
     assert not acks.errors
     got = consume_all(cluster, "moving", 1, len(acks.ok))
     assert sorted(v for *_, v in got) == sorted(v for *_, v in acks.ok)
+
+
+def test_acks_all_fails_when_the_isr_shrinks_below_min_insync(cluster: Cluster) -> None:
+    """A record the leader wrote while its only other in-sync follower froze is not acknowledged."""
+    create(cluster, "minisr", 1, 3, {"min.insync.replicas": "2"})
+    md = partition_md(cluster, "minisr")
+    a, b = [r for r in md.replicas if r != md.leader]
+    cluster.broker(a).kill()
+    eventually(
+        lambda: len(partition_md(cluster, "minisr").isrs) == 2, 20, "the ISR to lose the killed follower"
+    )
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "acks": "all",
+            "linger.ms": 0,
+            "retries": 0,
+            "message.timeout.ms": 8000,
+        }
+    )
+    acks = Acks()
+    p.produce("minisr", b"before", on_delivery=acks)
+    assert p.flush(10) == 0 and len(acks.ok) == 1
+    proc = cluster.broker(b).proc
+    assert proc is not None
+    proc.send_signal(19)  # SIGSTOP
+    try:
+        p.produce("minisr", b"while-frozen", on_delivery=acks)
+        p.flush(20)
+    finally:
+        proc.send_signal(18)
+    assert len(acks.ok) == 1, "acknowledged with one in-sync replica"
+    assert {e.code() for e in acks.errors} <= {
+        KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        KafkaError.NOT_ENOUGH_REPLICAS,
+        KafkaError._MSG_TIMED_OUT,
+        KafkaError.REQUEST_TIMED_OUT,
+    }

@@ -185,5 +185,22 @@ class Controller:
                 [b for b in current if b not in target],
             )
             return
+        if current != target:  # same brokers, new order: the first is the preferred leader
+            assignment = list(rec.assignment)
+            assignment[index] = tuple(target)
+            await node.store.update_topic(
+                replace(rec, assignment=tuple(assignment)), controller_epoch=self.epoch
+            )
+            return
+        if st.leader != target[0] and target[0] in st.isr and target[0] in node.live:
+            await node.store.set_partition_state(
+                topic,
+                index,
+                st.evolve(leader=target[0]),
+                expected_version=st.version,
+                controller_epoch=self.epoch,
+            )
+            log.info("reassignment %s-%d: preferred leader %d takes over", topic, index, target[0])
+            return
         await node.store.delete_reassignment(topic, index, controller_epoch=self.epoch)
         log.info("reassignment %s-%d: done, replicas %s", topic, index, target)

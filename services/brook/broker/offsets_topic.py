@@ -20,11 +20,14 @@ class OffsetsTopic:
         self._broker = broker
 
     async def ensure_topic(self, partitions: int, replication_factor: int) -> None:
+        # Fewer brokers than offsets.topic.replication.factor (a small cluster): use them all rather
+        # than leaving consumer groups without a coordinator.
+        rf = max(1, min(replication_factor, len(self._broker.brokers())))
         try:
             await self._broker.create_topic(
                 OFFSETS_TOPIC,
                 partitions,
-                replication_factor,
+                rf,
                 {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
             )
         except KafkaError as e:

@@ -34,6 +34,7 @@ class FollowerProgress:
     last_caught_up_ms: float = 0.0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: float = 0.0
+    out_of_isr_since_ms: float = 0.0  # 0: in the ISR; re-entry needs a fetch after this
 
 
 @dataclass(slots=True)
@@ -102,6 +103,12 @@ class Partition:
             for r in role.replicas:
                 if r != self.node_id and r not in self.followers:
                     self.followers[r] = FollowerProgress(last_caught_up_ms=_now_ms())
+        now = _now_ms()
+        for r, state in self.followers.items():
+            if r in role.isr:
+                state.out_of_isr_since_ms = 0.0
+            elif not state.out_of_isr_since_ms:
+                state.out_of_isr_since_ms = now
         self._advance_hw()
 
     def become_follower(self, role: PartitionRole) -> None:
@@ -167,7 +174,11 @@ class Partition:
             if r in self.role.isr:
                 if now - state.last_caught_up_ms <= lag_max_ms:
                     isr.append(r)
-            elif state.log_end_offset >= self.high_watermark and state.log_end_offset >= self._epoch_start():
+            elif (
+                state.last_fetch_ms > state.out_of_isr_since_ms  # alive: it fetched since it left
+                and state.log_end_offset >= self.high_watermark
+                and state.log_end_offset >= self._epoch_start()
+            ):
                 isr.append(r)
         if sorted(isr) == sorted(self.role.isr):
             return None
@@ -234,8 +245,10 @@ class Partition:
 
     # -- waiting -----------------------------------------------------------------------------------
     async def wait_committed(self, last_offset: int, timeout_s: float) -> None:
-        """acks=all: wait until the high watermark passes `last_offset`."""
+        """acks=all: wait until the high watermark passes `last_offset`, with min.insync.replicas in the
+        ISR at that moment (an ISR that shrank meanwhile gives NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
         if self.high_watermark > last_offset:
+            self._check_isr_after_append()
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._acks.append((last_offset, fut))
@@ -248,11 +261,24 @@ class Partition:
         finally:
             self._acks = [(o, f) for o, f in self._acks if f is not fut]
 
+    def _check_isr_after_append(self) -> None:
+        if len(self.role.isr) < self.log.config.min_insync_replicas:
+            raise KafkaError(
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                f"{self.topic}-{self.index}: written, but the ISR shrank to {len(self.role.isr)} replicas "
+                f"(min.insync.replicas {self.log.config.min_insync_replicas})",
+            )
+
     def _release_acks(self) -> None:
         hw = self.high_watermark
         for offset, fut in self._acks:
             if offset < hw and not fut.done():
-                fut.set_result(None)
+                try:
+                    self._check_isr_after_append()
+                except KafkaError as e:
+                    fut.set_exception(e)
+                else:
+                    fut.set_result(None)
 
     def _fail_acks(self, code: ErrorCode) -> None:
         for _, fut in self._acks:

@@ -85,9 +85,11 @@ class Connection(asyncio.BufferedProtocol):
             self._big_fill += nbytes
             if self._big_fill < self._big_size:
                 if self._big_fill == len(big):  # full but the frame is not: grow (memory follows data)
-                    self._big_view.release()
-                    big += bytearray(min(len(big), self._big_size - len(big)))
-                    self._big_view = memoryview(big)
+                    # A new buffer, not a resize: the transport still holds a view of this one.
+                    grown = bytearray(min(2 * len(big), self._big_size))
+                    grown[: len(big)] = big
+                    self._big = grown
+                    self._big_view = memoryview(grown)
                 return
             self._frames.append(big)
             self._big = None
