@@ -642,7 +642,7 @@ def machine_info() -> str:
     kcat_line = next((ln.strip() for ln in kcat.splitlines() if "librdkafka" in ln), "kcat ?")
     return (
         f"{datetime.date.today()}  {NCPU} cores  {model}  Python {platform.python_version()}  "
-        f"confluent-kafka {confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})  "
+        f"confluent-kafka {confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})  "
         f"{kcat_line}  load average {os.getloadavg()[0]:.2f}"
     )
 

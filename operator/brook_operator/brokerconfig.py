@@ -31,6 +31,12 @@ BROKER_SETTINGS: dict[str, BrokerSetting] = {
         BrokerSetting("socket.request.max.bytes", "BROOK_MAX_REQUEST_BYTES", "int", 1),
         BrokerSetting("log.retention.check.interval.ms", "BROOK_RETENTION_CHECK_INTERVAL_MS", "long", 1),
         BrokerSetting("log.flush.scheduler.interval.ms", "BROOK_FLUSH_CHECK_INTERVAL_MS", "long", 1),
+        BrokerSetting("leader.replication.throttled.rate", "BROOK_REPLICATION_THROTTLED_RATE", "long", 0),
+        BrokerSetting("replica.lag.time.max.ms", "BROOK_REPLICA_LAG_TIME_MAX_MS", "long", 1),
+        BrokerSetting("offsets.topic.replication.factor", "BROOK_OFFSETS_TOPIC_REPLICATION_FACTOR", "int", 1),
+        BrokerSetting("offsets.topic.num.partitions", "BROOK_OFFSETS_TOPIC_PARTITIONS", "int", 1),
+        BrokerSetting("offsets.retention.minutes", "BROOK_OFFSETS_RETENTION_MINUTES", "int", 1),
+        BrokerSetting("group.initial.rebalance.delay.ms", "BROOK_GROUP_INITIAL_REBALANCE_DELAY_MS", "int", 0),
     )
 }
 

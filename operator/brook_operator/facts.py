@@ -59,6 +59,23 @@ class TopicState:
     overrides: Mapping[str, str] = field(default_factory=dict)  # configs set on the topic itself
 
 
+@dataclass(frozen=True, slots=True)
+class Reassignment:
+    """A partition move in progress (ListPartitionReassignments)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]  # the replica set now: the target's and the leaving ones
+    adding: tuple[int, ...] = ()  # target replicas not in sync yet
+    removing: tuple[int, ...] = ()  # replicas that leave when the move completes
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replicas once the move completes."""
+        kept = tuple(b for b in self.replicas if b not in self.removing)
+        return kept + tuple(b for b in self.adding if b not in kept)
+
+
 def under_replicated(partitions: Iterable[PartitionInfo]) -> int:
     """Partitions whose ISR is smaller than their replica set (Kafka's UnderReplicatedPartitions)."""
     return sum(1 for p in partitions if p.under_replicated)

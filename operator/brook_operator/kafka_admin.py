@@ -2,13 +2,19 @@
 
 Everything it returns is a plain `facts` value; every failure is a `facts.AdminError`. Blocking calls
 run in a worker thread and admin futures are awaited, so the handlers' event loop never blocks.
+
+Partition reassignments (AlterPartitionReassignments, ListPartitionReassignments) go through
+kafka-python's KafkaAdminClient: confluent-kafka (librdkafka 2.16) has no call for them. Only this
+module imports either client.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
@@ -24,7 +30,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from .facts import AdminError, BrokerInfo, ClusterSnapshot, PartitionInfo, TopicState
+from .facts import AdminError, BrokerInfo, ClusterSnapshot, PartitionInfo, Reassignment, TopicState
 
 T = TypeVar("T")
 
@@ -44,6 +50,17 @@ def _error(exc: BaseException, what: str) -> AdminError:
     return AdminError(f"{what}: {exc}")
 
 
+def _kp_error(exc: BaseException, what: str) -> AdminError:
+    """A kafka-python failure as an AdminError (connection trouble and timeouts: unavailable)."""
+    import kafka.errors as kerr
+
+    unavailable = isinstance(
+        exc, kerr.KafkaConnectionError | kerr.KafkaTimeoutError | kerr.RequestTimedOutError | OSError
+    ) or type(exc).__name__ in ("NoBrokersAvailable", "NodeNotReadyError")
+    code = str(getattr(exc, "message", "") or type(exc).__name__)
+    return AdminError(f"{what}: {type(exc).__name__}: {exc}", code=code, unavailable=unavailable)
+
+
 def _source(entry: ConfigEntry) -> int:
     """A config entry's source as a number (confluent-kafka gives an int or a ConfigSource)."""
     raw: Any = entry.source
@@ -56,6 +73,9 @@ class KafkaAdmin:
     def __init__(self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "brook-operator") -> None:
         self.bootstrap = bootstrap
         self.timeout = timeout
+        self._client_id = client_id
+        self._kp: Any = None  # kafka-python KafkaAdminClient (reassignments), created on first use
+        self._kp_lock = threading.Lock()
         self._client = AdminClient(
             {
                 "bootstrap.servers": bootstrap,
@@ -187,6 +207,97 @@ class KafkaAdmin:
                 out[res.name] = int(entry.value)
         return out
 
+    # -- partition reassignments (kafka-python) ------------------------------------------------------
+    def _reassigner(self) -> Any:
+        """The kafka-python admin client, created on first use (it connects in its constructor)."""
+        with self._kp_lock:
+            if self._kp is None:
+                from kafka.admin import KafkaAdminClient
+
+                quiet = logging.getLogger("kafka")  # kafka-python logs every connection at INFO
+                if quiet.level == logging.NOTSET:
+                    quiet.setLevel(logging.WARNING)
+
+                self._kp = KafkaAdminClient(
+                    bootstrap_servers=self.bootstrap.split(","),
+                    client_id=f"{self._client_id}-reassign",
+                    request_timeout_ms=int(self.timeout * 1000),
+                    bootstrap_timeout_ms=int(self.timeout * 1000),
+                    reconnect_backoff_max_ms=2000,
+                )
+            return self._kp
+
+    def _drop_reassigner(self) -> None:
+        with self._kp_lock:
+            kp, self._kp = self._kp, None
+        if kp is not None:
+            with contextlib.suppress(Exception):
+                kp.close()
+
+    async def _kp_call(self, what: str, fn: Any) -> Any:
+        def call() -> Any:
+            return fn(self._reassigner())
+
+        try:
+            return await asyncio.wait_for(asyncio.to_thread(call), self.timeout * 3)
+        except TimeoutError as e:
+            self._drop_reassigner()
+            raise AdminError(f"{what}: timed out", code="_TIMED_OUT", unavailable=True) from e
+        except Exception as e:  # kafka-python raises its own errors and OSErrors
+            err = _kp_error(e, what)
+            if err.unavailable:
+                self._drop_reassigner()  # a fresh client bootstraps again next time
+            raise err from e
+
+    async def list_reassignments(self) -> dict[tuple[str, int], Reassignment]:
+        """Every partition move in progress (ListPartitionReassignments)."""
+
+        def call(kp: Any) -> Any:
+            return kp.list_partition_reassignments(timeout_ms=int(self.timeout * 1000))
+
+        raw = await self._kp_call("ListPartitionReassignments", call)
+        out: dict[tuple[str, int], Reassignment] = {}
+        for tp, r in sorted((raw or {}).items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+            out[(tp.topic, tp.partition)] = Reassignment(
+                tp.topic,
+                tp.partition,
+                tuple(r.get("replicas") or ()),
+                tuple(r.get("adding_replicas") or ()),
+                tuple(r.get("removing_replicas") or ()),
+            )
+        return out
+
+    async def alter_reassignments(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None]
+    ) -> dict[tuple[str, int], str | None]:
+        """Start moving partitions to `targets` (None: cancel). Per partition: None (accepted) or the
+        broker's error name; a partition the broker did not answer for reads NO_RESPONSE."""
+        if not targets:
+            return {}
+        from kafka import TopicPartition
+
+        request = {
+            TopicPartition(t, p): (None if r is None else [int(b) for b in r])
+            for (t, p), r in sorted(targets.items())
+        }
+
+        def call(kp: Any) -> Any:
+            return kp.alter_partition_reassignments(request, timeout_ms=int(self.timeout * 1000))
+
+        raw = await self._kp_call("AlterPartitionReassignments", call)
+        answered = {(tp.topic, tp.partition): err for tp, err in (raw or {}).items()}
+        out: dict[tuple[str, int], str | None] = {}
+        for key in sorted(targets):
+            if key not in answered:
+                out[key] = "NO_RESPONSE"
+            else:
+                err = answered[key]
+                out[key] = None if err is None else str(getattr(err, "message", None) or err.__name__)
+        return out
+
+    def close(self) -> None:
+        self._drop_reassigner()
+
 
 class AdminPool:
     """One KafkaAdmin per bootstrap address, kept for the operator's lifetime (clients are costly)."""
@@ -205,4 +316,6 @@ class AdminPool:
 
     def forget(self, bootstrap: str) -> None:
         with self._lock:
-            self._admins.pop(bootstrap, None)
+            admin = self._admins.pop(bootstrap, None)
+        if admin is not None:
+            admin.close()

@@ -108,7 +108,11 @@ def test_handlers_register_with_kopf() -> None:
     assert ("topic_deleted", "delete", "topics") in changing
     assert {("cluster_changed", reason, "clusters") for reason in ("create", "update")} <= changing
     timers = {(h.id, h.selector.any_name) for h in r._spawning.get_all_handlers() if h.selector}
-    assert timers == {("cluster_resync", "clusters"), ("topic_reconcile", "topics")}
+    assert timers == {
+        ("cluster_resync", "clusters"),
+        ("cluster_autoscale", "clusters"),
+        ("topic_reconcile", "topics"),
+    }
     indices = {h.id for h in r._indexing.get_all_handlers()}
     assert indices == {"cluster_ports", "topic_claims"}
 
