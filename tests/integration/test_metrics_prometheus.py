@@ -9,12 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import shutil
-import subprocess
 import threading
-import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -25,7 +20,7 @@ import pytest
 from brook.observability import CONSUMER, BrokerMetrics, MetricsServer, assets
 from brook.protocol.errors import ErrorCode
 from brook.protocol.versions import ApiKey
-from tests.support.ports import free_port
+from tests.support.prometheus import Prometheus
 from tests.unit.test_observability import three_broker_leader
 
 pytestmark = pytest.mark.slow
@@ -64,89 +59,11 @@ class LoopThread:
         self.loop.close()
 
 
-class PrometheusProcess:
-    def __init__(self, root: Path, targets: list[str], rule_files: list[Path]) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.skip("the prometheus binary is not installed (apt-get install -y prometheus)")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = root / "prometheus.yml"
-        config.write_text(
-            json.dumps(  # JSON is YAML
-                {
-                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-                    "rule_files": [str(p) for p in rule_files],
-                    "scrape_configs": [
-                        {"job_name": "brook", "static_configs": [{"targets": targets}]},
-                    ],
-                }
-            )
-        )
-        self.log_path = root / "prometheus.log"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 - the child's output, closed in stop()
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config}",
-                f"--storage.tsdb.path={root / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-                "--storage.tsdb.retention.time=1h",
-            ],
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-
-    def get(self, path: str, **params: str) -> dict[str, Any]:
-        url = f"{self.url}{path}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=5) as r:
-            doc: dict[str, Any] = json.loads(r.read())
-        return doc
-
-    def ready(self) -> bool:
-        with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as r:
-            return bool(r.status == 200)
-
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        doc = self.get("/api/v1/query", query=promql)
-        assert doc["status"] == "success", doc
-        result: list[dict[str, Any]] = doc["data"]["result"]
-        return result
-
-    def wait_until(self, what: str, check: Callable[[], bool], timeout: float = 25.0) -> None:
-        deadline = time.monotonic() + timeout
-        last: Exception | None = None
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"prometheus exited: {self.log_path.read_text()[-2000:]}")
-            try:
-                if check():
-                    return
-            except (OSError, AssertionError, KeyError) as e:
-                last = e
-            time.sleep(0.25)
-        raise TimeoutError(
-            f"{what} within {timeout}s (last error: {last}); log:\n{self.log_path.read_text()[-2000:]}"
-        )
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
-
-
 @contextlib.contextmanager
-def prometheus(root: Path, targets: list[str], rule_files: list[Path]) -> Iterator[PrometheusProcess]:
-    p = PrometheusProcess(root, targets, rule_files)
+def prometheus(root: Path, targets: list[str], rule_files: list[Path]) -> Iterator[Prometheus]:
+    p = Prometheus(root, rule_files)
     try:
-        p.wait_until("prometheus ready", p.ready, timeout=15)
+        p.set_targets(targets)
         yield p
     finally:
         p.stop()

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import urllib.parse
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,11 +79,23 @@ class Prometheus:
         with urllib.request.urlopen(f"{self.url}/-/ready", timeout=5) as r:
             return bool(r.status == 200)
 
+    def get(self, path: str, **params: str) -> dict[str, Any]:
+        """A GET of the HTTP API, decoded (e.g. get("/api/v1/rules"))."""
+        url = f"{self.url}{path}" + ("?" + urllib.parse.urlencode(params) if params else "")
+        with urllib.request.urlopen(url, timeout=5) as r:
+            doc: dict[str, Any] = json.loads(r.read())
+        return doc
+
+    def wait_until(self, what: str, check: Callable[[], bool], timeout: float = 25.0) -> None:
+        def alive_and(check: Callable[[], bool] = check) -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"prometheus exited: {self.log_path.read_text()[-2000:]}")
+            return check()
+
+        eventually(alive_and, timeout, what)
+
     def query(self, promql: str) -> list[dict[str, Any]]:
-        with urllib.request.urlopen(
-            f"{self.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql}), timeout=5
-        ) as r:
-            doc = json.loads(r.read())
+        doc = self.get("/api/v1/query", query=promql)
         assert doc["status"] == "success", doc
         result: list[dict[str, Any]] = doc["data"]["result"]
         return result
