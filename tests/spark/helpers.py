@@ -1,0 +1,179 @@
+"""Helpers for the Spark tests: a SparkSession, topics, producing, consuming everything, Spark jobs run
+as subprocesses (so a test can SIGKILL them)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = Path(__file__).with_name("stream_job.py")
+
+# (partition, offset, key, value, headers)
+Record = tuple[int, int, bytes | None, bytes | None, list[tuple[str, bytes]]]
+
+
+def require_spark() -> None:
+    """Skip the calling test module when pyspark, pyarrow or a JDK is missing."""
+    import pytest
+
+    pytest.importorskip("pyspark", reason="pyspark is not installed (pip install pyspark==4.3.0)")
+    pytest.importorskip("pyarrow")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip("Spark needs a JDK 17 (apt-get install openjdk-17-jre-headless)", allow_module_level=True)
+
+
+def spark_session(warehouse: Path, app: str = "brook-tests") -> Any:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.warehouse.dir", str(warehouse))
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    import pyspark_brook
+
+    pyspark_brook.register(session)
+    return session
+
+
+def create_topic(
+    bootstrap: str, name: str, partitions: int = 3, config: dict[str, str] | None = None
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                        config=config or {})])
+    fut[name].result(15)
+    deadline = time.monotonic() + 15
+    while True:
+        md = admin.list_topics(name, timeout=5).topics.get(name)
+        if md is not None and md.error is None and len(md.partitions) == partitions:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {name} not ready")
+        time.sleep(0.05)
+
+
+def produce(
+    bootstrap: str,
+    topic: str,
+    records: Iterable[tuple[bytes | None, bytes | None, list[tuple[str, bytes]] | None, int | None]],
+    timestamp_ms: int | None = None,
+) -> int:
+    """records: (key, value, headers, partition). Returns how many were acknowledged."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                  "partitioner": "murmur2_random"})
+    errors: list[str] = []
+    n = 0
+
+    def cb(err: KafkaError | None, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    for key, value, headers, partition in records:
+        kw: dict[str, Any] = {"key": key, "value": value, "on_delivery": cb}
+        if headers:
+            kw["headers"] = headers
+        if partition is not None:
+            kw["partition"] = partition
+        if timestamp_ms is not None:
+            kw["timestamp"] = timestamp_ms
+        while True:
+            try:
+                p.produce(topic, **kw)
+                break
+            except BufferError:
+                p.poll(0.05)
+        n += 1
+    assert p.flush(30) == 0
+    assert not errors, errors[:3]
+    return n
+
+
+def consume_all(bootstrap: str, topic: str, timeout: float = 30) -> list[Record]:
+    """Every record of the topic, from offset 0 to the end offsets as of now."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    parts = sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tests-spark-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    out: list[Record] = []
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
+        todo = {p for p in parts if ends[p] > 0}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        deadline = time.monotonic() + timeout
+        while todo and time.monotonic() < deadline:
+            for m in c.consume(10_000, 0.5):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
+                        todo.discard(m.partition())
+                    continue
+                if m.offset() < ends[m.partition()]:
+                    out.append((m.partition(), m.offset(), m.key(), m.value(), list(m.headers() or [])))
+                if m.offset() >= ends[m.partition()] - 1:
+                    todo.discard(m.partition())
+        assert not todo, f"did not reach the end of {topic} partitions {todo}"
+    finally:
+        c.close()
+    return out
+
+
+class SparkJob:
+    """tests/spark/stream_job.py in its own process (its own JVM), so it can be SIGKILLed mid-batch."""
+
+    def __init__(self, args: list[str], log_path: Path) -> None:
+        self.args = args
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> SparkJob:
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                   PYTHONPATH=str(ROOT))
+        log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
+        # A session of its own: SIGKILL of the group takes the JVM and its Python workers down together.
+        self.proc = subprocess.Popen([sys.executable, str(JOB), *self.args], stdout=log, stderr=log,
+                                     env=env, cwd=str(ROOT), start_new_session=True)
+        return self
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"job did not finish in {timeout}s:\n{self.tail()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL the job's whole process group: the driver JVM and every Python worker, like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def tail(self, n: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-n:]
+
+
+def batch_ids(checkpoint: Path, kind: str) -> list[int]:
+    d = checkpoint / kind
+    if not d.is_dir():
+        return []
+    return sorted(int(f.name) for f in d.iterdir() if f.name.isdigit())
