@@ -127,6 +127,10 @@ class ClusterNode:
             await self.election.stop()
         with contextlib.suppress(Exception):
             await self.registry.deregister()
+        # A leaving broker replicates no more (else leaders keep it in their ISRs meanwhile).
+        for f in self._fetchers.values():
+            await f.stop()
+        self._fetchers.clear()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.controlled_shutdown_timeout_s
         while loop.time() < deadline and self._leaderships_to_move():
@@ -337,8 +341,8 @@ class ClusterNode:
                 self._unfollow(p)
             self.broker.replicas.remove_topic(ev.name)
         elif isinstance(ev, PartitionStateChanged):
-            self.states[(ev.topic, ev.partition)] = ev.state
-            self._apply_role(ev.topic, ev.partition)
+            if self._set_state(ev.topic, ev.partition, ev.state):
+                self._apply_role(ev.topic, ev.partition)
         elif isinstance(ev, PartitionStateDeleted):
             self.states.pop((ev.topic, ev.partition), None)
         elif isinstance(ev, ReassignmentChanged):
@@ -346,6 +350,15 @@ class ClusterNode:
                 self.reassignments.pop((ev.topic, ev.partition), None)
             else:
                 self.reassignments[(ev.topic, ev.partition)] = ev.reassignment
+
+    def _set_state(self, topic: str, index: int, st: PartitionState) -> bool:
+        """Keep the newest state (etcd versions only grow): our own write may come back after the watch
+        already delivered a later one, and a stale version would fail every compare-and-swap after."""
+        current = self.states.get((topic, index))
+        if current is not None and current.version >= st.version:
+            return False
+        self.states[(topic, index)] = st
+        return True
 
     def _apply_topic(self, rec: TopicRecord) -> None:
         local = [i for i, reps in enumerate(rec.assignment) if self.node_id in reps]
@@ -381,7 +394,7 @@ class ClusterNode:
     def _follow(self, p: Partition, leader: int) -> None:
         self._unfollow(p)
         info = self.live.get(leader)
-        if leader == NO_LEADER or info is None:
+        if leader == NO_LEADER or info is None or self._stopping:
             return
         fetcher = self._fetchers.get(leader)
         if fetcher is None or fetcher.address != (info.host, info.port):
@@ -424,6 +437,9 @@ class ClusterNode:
                 st = self.states.get((p.topic, p.index))
                 if new_isr is None or st is None or st.leader != self.node_id:
                     continue
+                new_isr = [r for r in new_isr if r in self.live or r in st.isr]  # the dead do not come back
+                if sorted(new_isr) == sorted(st.isr):
+                    continue
                 epoch = self.controller.epoch if self.controller is not None else 0
                 try:
                     written = await self.store.set_partition_state(
@@ -441,8 +457,8 @@ class ClusterNode:
                     self.broker.metrics.on_isr_shrink()
                 if set(new_isr) - set(st.isr):
                     self.broker.metrics.on_isr_expand()
-                self.states[(p.topic, p.index)] = written
-                self._apply_role(p.topic, p.index)
+                if self._set_state(p.topic, p.index, written):
+                    self._apply_role(p.topic, p.index)
 
     # -- controller --------------------------------------------------------------------------------
     async def _elected(self, info: ControllerInfo) -> None:

@@ -90,6 +90,7 @@ class LeaderFetcher:
         self._conn = PeerConnection(host, port, f"brook-replica-{node_id}")
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
+        self._stopping = False
 
     def add(self, p: Partition) -> None:
         key = (p.topic, p.index)
@@ -106,14 +107,18 @@ class LeaderFetcher:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
+        # The flag as well as the cancel: a cancel can be lost when a response arrives in the same
+        # loop iteration (asyncio.wait_for in Python 3.11), and then the loop must end by itself.
+        self._stopping = True
+        self._wakeup.set()
+        self._conn.close()
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        self._conn.close()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._task), 5.0)
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             if not self.partitions:
                 self._wakeup.clear()
                 await self._wakeup.wait()

@@ -23,9 +23,10 @@ class PeerConnection:
         self._cid = 0
 
     async def connect(self) -> None:
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, limit=64 * 1024 * 1024), self._timeout
-        )
+        async with asyncio.timeout(self._timeout):  # (asyncio.wait_for can swallow a cancel on 3.11)
+            self._reader, self._writer = await asyncio.open_connection(
+                self.host, self.port, limit=64 * 1024 * 1024
+            )
 
     @property
     def connected(self) -> bool:
@@ -40,8 +41,9 @@ class PeerConnection:
         self._writer.write(request_frame(api_key, version, self._cid, self._client_id, body))
         try:
             await self._writer.drain()
-            size = struct.unpack(">i", await asyncio.wait_for(self._reader.readexactly(4), self._timeout))[0]
-            frame = await asyncio.wait_for(self._reader.readexactly(size), self._timeout)
+            async with asyncio.timeout(self._timeout):
+                size = struct.unpack(">i", await self._reader.readexactly(4))[0]
+                frame = await self._reader.readexactly(size)
         except (asyncio.IncompleteReadError, OSError, TimeoutError) as e:
             self.close()
             raise ConnectionError(f"lost connection to broker {self.host}:{self.port}: {e!r}") from e

