@@ -284,9 +284,8 @@ def create_topics(bootstrap: str, names: list[str]) -> None:
 # (a) confluent-kafka producer
 
 
-def confluent_produce(
-    bootstrap: str, broker_pid: int, topic: str, count: int, size: int, acks: str
-) -> Sample:
+def delivery_producer(conf: dict[str, Any]) -> tuple[Producer, list[float], list[str]]:
+    """A confluent-kafka producer whose delivery reports land in (latencies in s, failures)."""
     latencies: list[float] = []
     failed: list[str] = []
     add = latencies.append
@@ -297,36 +296,51 @@ def confluent_produce(
         else:
             add(msg.latency())
 
-    producer = Producer(
+    return Producer({**conf, "on_delivery": on_delivery}), latencies, failed
+
+
+def produce_all(producer: Producer, topic: str, value: bytes, count: int) -> None:
+    """`count` records to partition 0 as fast as the producer's queue takes them."""
+    produce, poll = producer.produce, producer.poll
+    for i in range(count):
+        while True:
+            try:
+                produce(topic, value, partition=0)
+                break
+            except BufferError:  # queue.buffering.max.messages (100,000) reached: serve deliveries
+                poll(0.001)
+        if i & 0x3FF == 0:
+            poll(0)
+
+
+def p50_p99_ms(latencies: list[float], failed: list[str], left: int, count: int) -> tuple[float, float]:
+    """Check every record was delivered; the median and 99th percentile latency in ms."""
+    if left or failed or len(latencies) != count:
+        raise RuntimeError(f"producer: {left} undelivered, {len(failed)} failed {failed[:3]}")
+    latencies.sort()
+    return 1000 * latencies[len(latencies) // 2], 1000 * latencies[
+        min(len(latencies) - 1, int(len(latencies) * 0.99))
+    ]
+
+
+def confluent_produce(
+    bootstrap: str, broker_pid: int, topic: str, count: int, size: int, acks: str
+) -> Sample:
+    producer, latencies, failed = delivery_producer(
         {
             "bootstrap.servers": bootstrap,
             "linger.ms": 5,
             "batch.size": 1_000_000,
             "acks": acks,
             "compression.type": "none",
-            "on_delivery": on_delivery,
         }
     )
     producer.list_topics(topic, timeout=10)  # connected and metadata known before the clock starts
-    value = os.urandom(size)
-    produce, poll = producer.produce, producer.poll
     with Meter(broker_pid) as m:
-        for i in range(count):
-            while True:
-                try:
-                    produce(topic, value, partition=0)
-                    break
-                except BufferError:  # queue.buffering.max.messages (100,000) reached: serve deliveries
-                    poll(0.001)
-            if i & 0x3FF == 0:
-                poll(0)
+        produce_all(producer, topic, os.urandom(size), count)
         left = producer.flush(120)
         sample = m.sample(count * size, count)
-    if left or failed or len(latencies) != count:
-        raise RuntimeError(f"producer: {left} undelivered, {len(failed)} failed {failed[:3]}")
-    latencies.sort()
-    sample.p50_ms = 1000 * latencies[len(latencies) // 2]
-    sample.p99_ms = 1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    sample.p50_ms, sample.p99_ms = p50_p99_ms(latencies, failed, left, count)
     return sample
 
 

@@ -64,9 +64,12 @@ from broker_bench import (  # noqa: E402 - the sibling script (bench/ is on sys.
     GB,
     MB,
     NCPU,
+    delivery_producer,
     fmt_range,
     machine_busy_seconds,
+    p50_p99_ms,
     proc_cpu_seconds,
+    produce_all,
     self_cpu_seconds,
     warm_memory,
 )
@@ -295,17 +298,7 @@ class Measurement:
 
 
 def produce_run(bc: BenchCluster, topic: str, count: int, size: int, acks: str, idempotent: bool) -> Sample:
-    latencies: list[float] = []
-    failed: list[str] = []
-    add = latencies.append
-
-    def on_delivery(err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            failed.append(str(err))
-        else:
-            add(msg.latency())
-
-    producer = Producer(
+    producer, latencies, failed = delivery_producer(
         {
             "bootstrap.servers": bc.bootstrap,
             "linger.ms": 5,
@@ -313,7 +306,6 @@ def produce_run(bc: BenchCluster, topic: str, count: int, size: int, acks: str, 
             "acks": acks,
             "enable.idempotence": idempotent,
             "compression.type": "none",
-            "on_delivery": on_delivery,
         }
     )
     # One record first, outside the measurement: connected, metadata known and, for an idempotent
@@ -326,32 +318,20 @@ def produce_run(bc: BenchCluster, topic: str, count: int, size: int, acks: str, 
     latencies.clear()
     leader = bc.partition(topic)[0]
     pids = bc.pids()
-    value = os.urandom(size)
-    produce, poll = producer.produce, producer.poll
     isr0 = bc.isr_changes()
     req0 = bc.requests()
     t0 = time.perf_counter()
     cpu0 = {b: proc_cpu_seconds(pid) for b, pid in pids.items()}
     c0 = self_cpu_seconds()
     m0, _ = machine_busy_seconds()
-    for i in range(count):
-        while True:
-            try:
-                produce(topic, value, partition=0)
-                break
-            except BufferError:  # queue.buffering.max.messages (100,000) reached: serve deliveries
-                poll(0.001)
-        if i & 0x3FF == 0:
-            poll(0)
+    produce_all(producer, topic, os.urandom(size), count)
     left = producer.flush(300)
     seconds = time.perf_counter() - t0
     cpu = {b: proc_cpu_seconds(pid) - cpu0[b] for b, pid in pids.items()}
     client = self_cpu_seconds() - c0
     busy = machine_busy_seconds()[0] - m0
     req = bc.requests()
-    if left or failed or len(latencies) != count:
-        raise RuntimeError(f"producer: {left} undelivered, {len(failed)} failed {failed[:3]}")
-    latencies.sort()
+    p50, p99 = p50_p99_ms(latencies, failed, left, count)
     return Sample(
         seconds=seconds,
         payload_bytes=count * size,
@@ -363,8 +343,8 @@ def produce_run(bc: BenchCluster, topic: str, count: int, size: int, acks: str, 
         isr_changes=bc.isr_changes() - isr0,
         produce_requests=round(req.get("Produce", 0) - req0.get("Produce", 0)),
         fetch_requests=round(req.get("FetchFollower", 0) - req0.get("FetchFollower", 0)),
-        p50_ms=1000 * latencies[len(latencies) // 2],
-        p99_ms=1000 * latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
+        p50_ms=p50,
+        p99_ms=p99,
     )
 
 

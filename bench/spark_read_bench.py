@@ -41,7 +41,8 @@ def start_broker(data: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "brook.cli", "broker", "--port", str(port), "--data-dir", str(data)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().decode()
@@ -57,8 +58,14 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int) -> float:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000,
-                  "queue.buffering.max.messages": 1_000_000})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     value = os.urandom(100)
     t = time.perf_counter()
     for i in range(records):
@@ -116,9 +123,12 @@ def run_query(master: str, bootstrap: str, topic: str, max_per_trigger: int | No
 
     cores = int(master[master.index("[") + 1 : master.index("]")])
     spark = (
-        SparkSession.builder.master(master).appName("brook-read-bench")
-        .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", str(cores))
-        .config("spark.python.worker.reuse", "true").getOrCreate()
+        SparkSession.builder.master(master)
+        .appName("brook-read-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     import pyspark_brook
@@ -126,19 +136,34 @@ def run_query(master: str, bootstrap: str, topic: str, max_per_trigger: int | No
     pyspark_brook.register(spark)
 
     def one_run(run_topic: str) -> tuple[float, float, int, float, int, float, str]:
-        reader = (spark.readStream.format("brook").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", run_topic).option("startingOffsets", "earliest"))
+        reader = (
+            spark.readStream.format("brook")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", run_topic)
+            .option("startingOffsets", "earliest")
+        )
         if max_per_trigger:
             reader = reader.option("maxOffsetsPerTrigger", str(max_per_trigger))
-        agg = reader.load().groupBy("partition").agg(
-            F.count("*").alias("n"), F.max("offset").alias("last"), F.sum(F.length("value")).alias("bytes")
+        agg = (
+            reader.load()
+            .groupBy("partition")
+            .agg(
+                F.count("*").alias("n"),
+                F.max("offset").alias("last"),
+                F.sum(F.length("value")).alias("bytes"),
+            )
         )
         ck = tempfile.mkdtemp(prefix="brook-bench-ck-")
         kinds0: dict[str, float] = {}
         cpu0 = tree_cpu(os.getpid(), kinds0)
         t = time.perf_counter()
-        q = (agg.writeStream.format("noop").outputMode("complete").option("checkpointLocation", ck)
-             .trigger(availableNow=True).start())
+        q = (
+            agg.writeStream.format("noop")
+            .outputMode("complete")
+            .option("checkpointLocation", ck)
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination()
         wall = time.perf_counter() - t
         kinds1: dict[str, float] = {}
@@ -160,11 +185,13 @@ def run_query(master: str, bootstrap: str, topic: str, max_per_trigger: int | No
     cpu_best = min(x[5] for x in results)
     rows = best[2]
     marginal = (rows - SMALL) / max(1e-9, cpu_best - fixed)
-    print(f"{master}: {best[0]:,.0f} rows/s wall (runs {spread}); {rows:,} rows in {best[3]:.2f} s, "
-          f"{best[4]} micro-batch(es), best batch {best[1]:,.0f} rows/s; Spark CPU {cpu_best:.2f} s "
-          f"({best[6]}) -> {rows / cpu_best:,.0f} rows per Spark CPU-second; per-query fixed cost "
-          f"{fixed:.2f} CPU-s, per row {1e6 / marginal:.2f} µs -> {marginal:,.0f} rows per CPU-second",
-          flush=True)
+    print(
+        f"{master}: {best[0]:,.0f} rows/s wall (runs {spread}); {rows:,} rows in {best[3]:.2f} s, "
+        f"{best[4]} micro-batch(es), best batch {best[1]:,.0f} rows/s; Spark CPU {cpu_best:.2f} s "
+        f"({best[6]}) -> {rows / cpu_best:,.0f} rows per Spark CPU-second; per-query fixed cost "
+        f"{fixed:.2f} CPU-s, per row {1e6 / marginal:.2f} µs -> {marginal:,.0f} rows per CPU-second",
+        flush=True,
+    )
 
 
 def main() -> int:
@@ -189,16 +216,33 @@ def main() -> int:
             broker, bootstrap = start_broker(tmp / "data")
         secs = produce(bootstrap, a.topic, a.records, a.partitions)
         produce(bootstrap, a.topic + "-small", SMALL, a.partitions)
-        print(f"produced {a.records:,} x 100 B over {a.partitions} partitions in {secs:.1f} s "
-              f"({os.cpu_count()} cores on this machine, broker included)", flush=True)
+        print(
+            f"produced {a.records:,} x 100 B over {a.partitions} partitions in {secs:.1f} s "
+            f"({os.cpu_count()} cores on this machine, broker included)",
+            flush=True,
+        )
         for master in a.masters.split(","):
             # One process per master: a SparkContext's master cannot change within a process.
-            cmd = [sys.executable, __file__, "--query-only", master, "--bootstrap", bootstrap,
-                   "--topic", a.topic, "--repeats", str(a.repeats)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--query-only",
+                master,
+                "--bootstrap",
+                bootstrap,
+                "--topic",
+                a.topic,
+                "--repeats",
+                str(a.repeats),
+            ]
             if a.max_offsets_per_trigger:
                 cmd += ["--max-offsets-per-trigger", str(a.max_offsets_per_trigger)]
-            subprocess.run(cmd, check=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "services")),
-                           stderr=subprocess.DEVNULL)
+            subprocess.run(
+                cmd,
+                check=True,
+                env=dict(os.environ, PYTHONPATH=str(ROOT / "services")),
+                stderr=subprocess.DEVNULL,
+            )
     finally:
         if broker is not None:
             broker.terminate()
