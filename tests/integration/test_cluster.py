@@ -41,6 +41,8 @@ def partition_md(c: Cluster, topic: str, p: int = 0) -> Any:
 def consume_all(
     c: Cluster, topic: str, partitions: int, expected: int, timeout: float = 60
 ) -> list[tuple[int, int, bytes]]:
+    """Everything up to each partition's end offset now (not a count: a retried, non-idempotent
+    produce may have written a record twice)."""
     cons = Consumer(
         {
             "bootstrap.servers": c.bootstrap,
@@ -49,16 +51,22 @@ def consume_all(
             "fetch.queue.backoff.ms": 10,
         }
     )
+    ends = {p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
     cons.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[tuple[int, int, bytes]] = []
+    done = {p for p, end in ends.items() if end == 0}
     deadline = time.monotonic() + timeout
     try:
-        while len(got) < expected and time.monotonic() < deadline:
+        while len(done) < partitions and time.monotonic() < deadline:
             m = cons.poll(0.5)
             if m is not None and m.error() is None:
                 got.append((m.partition(), m.offset(), m.value()))
+                if m.offset() >= ends[m.partition()] - 1:
+                    done.add(m.partition())
     finally:
         cons.close()
+    assert len(done) == partitions, f"read to the end of {sorted(done)} of {partitions} partitions only"
+    assert len(got) >= expected
     return got
 
 
