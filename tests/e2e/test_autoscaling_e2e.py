@@ -20,8 +20,6 @@ Run: `PATH=$PWD/.venv/bin:$PATH pytest -q tests/e2e/test_autoscaling_e2e.py` (ab
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,13 +30,13 @@ from typing import Any
 import pytest
 
 from tests.e2e.kubeapi.harness import KubeApi
-from tests.e2e.podrunner import RunnerConfig, RunnerThread, ports_from_annotations
+from tests.e2e.operator_harness import install_crds, operator_process, start_runner, tail
+from tests.e2e.podrunner import RunnerThread, ports_from_annotations
 from tests.support.ports import free_port
 from tests.support.prometheus import Prometheus
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[2]
 NS = "scaling"
 CLUSTER = "auto"
 STS = f"{CLUSTER}-broker"
@@ -181,69 +179,24 @@ def env(kubeapi: KubeApi, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     workdir = tmp_path_factory.mktemp("autoscaling-e2e")
     prometheus = Prometheus(workdir / "prometheus")
     empty = Prometheus(workdir / "prometheus-empty")
-    kubeapi.kubectl("apply", "-f", str(REPO / "manifests" / "crds"))
-    kubeapi.kubectl("wait", "--for=condition=Established", "crd/clusters.brook.dev", "crd/topics.brook.dev")
-    kubeapi.kubectl("create", "namespace", NS)
-    runner = RunnerThread(
-        RunnerConfig(
-            kubeconfig=kubeapi.kubeconfig,
-            workdir=workdir,
-            namespace=NS,
-            max_probe_period=0.5,
-            max_backoff=2.0,
-        )
-    ).start()
+    install_crds(kubeapi, NS)
+    runner = start_runner(kubeapi, workdir, NS)
     sync = TargetSync(kubeapi, prometheus)
     port = runner.reserve_port()
     operator_log = workdir / "operator.log"
-    op_env = dict(
-        kubeapi.env,
-        BROOK_OPERATOR_CLUSTER_RESYNC_SECONDS="2",
-        BROOK_OPERATOR_TOPIC_RESYNC_SECONDS="5",
-        BROOK_OPERATOR_KAFKA_TIMEOUT="5",
-        BROOK_OPERATOR_AUTOSCALE_INTERVAL="1",
-        BROOK_OPERATOR_AUTOSCALE_RATE_WINDOW="10s",
-        BROOK_OPERATOR_AUTOSCALE_MAX_MOVES="10",
-    )
-    with open(operator_log, "wb") as out:
-        operator = subprocess.Popen(
-            [
-                str(Path(sys.executable).parent / "brook-operator"),
-                "run",
-                "--namespace",
-                NS,
-                "--leader-election",
-                "false",
-                "--health-port",
-                "0",
-                "--bootstrap-template",
-                "127.0.0.1:{port}",
-            ],
-            env=op_env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    e = Env(kubeapi, runner, f"127.0.0.1:{port}", workdir, operator_log, prometheus, empty)
+    autoscale = {
+        "BROOK_OPERATOR_AUTOSCALE_INTERVAL": "1",
+        "BROOK_OPERATOR_AUTOSCALE_RATE_WINDOW": "10s",
+        "BROOK_OPERATOR_AUTOSCALE_MAX_MOVES": "10",
+    }
     try:
-        yield e
+        with operator_process(kubeapi, NS, operator_log, **autoscale):
+            yield Env(kubeapi, runner, f"127.0.0.1:{port}", workdir, operator_log, prometheus, empty)
     finally:
-        operator.terminate()
-        try:
-            operator.wait(15)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-            operator.wait(5)
         sync.stop()
         runner.stop(grace=5)
         prometheus.stop()
         empty.stop()
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"({path} missing)"
 
 
 @pytest.fixture(autouse=True)
@@ -254,7 +207,7 @@ def _logs_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
         return
     e: Env = request.getfixturevalue("env")
     print("\n--- status.autoscaling\n" + json.dumps(e.autoscaling(), indent=1))
-    print("\n--- operator.log\n" + _tail(e.operator_log, 80))
+    print("\n--- operator.log\n" + tail(e.operator_log, 80))
 
 
 class Load:

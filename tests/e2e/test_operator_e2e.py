@@ -29,8 +29,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -42,12 +40,12 @@ import pytest
 import yaml
 
 from tests.e2e.kubeapi.harness import KubeApi
-from tests.e2e.podrunner import Event, RunnerConfig, RunnerThread
+from tests.e2e.operator_harness import REPO, install_crds, operator_process, start_runner, tail
+from tests.e2e.podrunner import Event, RunnerThread
 from tests.e2e.podrunner.podspec import expand, rewrite_network, rewrite_paths
 from tests.e2e.podrunner.ports import PortAllocator
 from tests.e2e.podrunner.statefulset import plan, pod_manifest, revision
 
-REPO = Path(__file__).resolve().parents[2]
 NS = "brook"
 CLUSTER = "demo"
 STS = f"{CLUSTER}-broker"
@@ -235,67 +233,24 @@ def _alive(pids: list[int]) -> list[int]:
     return alive
 
 
-def _tail(path: Path, lines: int = 40) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return f"({path} missing)"
-
-
 @pytest.fixture(scope="module")
 def brook(kubeapi: KubeApi, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brook]:
     pytest.importorskip("confluent_kafka")
     pytest.importorskip("kopf")
     workdir = tmp_path_factory.mktemp("operator-e2e")
-    kubeapi.kubectl("apply", "-f", str(REPO / "manifests" / "crds"))
-    kubeapi.kubectl("wait", "--for=condition=Established", "crd/clusters.brook.dev", "crd/topics.brook.dev")
-    kubeapi.kubectl("create", "namespace", NS)
-    runner = RunnerThread(
-        RunnerConfig(
-            kubeconfig=kubeapi.kubeconfig,
-            workdir=workdir,
-            namespace=NS,
-            max_probe_period=0.5,
-            max_backoff=2.0,
-            # A broker stuck in its shutdown is killed after 10 s rather than the template's 60 s (see
-            # test_brokers_stop_cleanly_when_rolled); a clean stop takes well under a second here.
-            max_grace_seconds=10,
-        )
-    ).start()
+    install_crds(kubeapi, NS)
+    # A broker stuck in its shutdown is killed after 10 s rather than the template's 60 s (see
+    # test_brokers_stop_cleanly_when_rolled); a clean stop takes well under a second here.
+    runner = start_runner(kubeapi, workdir, NS, max_grace_seconds=10)
     try:
         port = runner.reserve_port()
         operator_log = workdir / "operator.log"
-        env = dict(
-            kubeapi.env,
-            BROOK_OPERATOR_CLUSTER_RESYNC_SECONDS="2",
-            BROOK_OPERATOR_TOPIC_RESYNC_SECONDS="5",
-            BROOK_OPERATOR_KAFKA_TIMEOUT="5",
-        )
-        argv = [
-            str(Path(sys.executable).parent / "brook-operator"),
-            "run",
-            "--namespace",
-            NS,
-            "--leader-election",
-            "false",
-            "--health-port",
-            "0",
-            "--bootstrap-template",
-            "127.0.0.1:{port}",
-        ]
-        with open(operator_log, "wb") as out:
-            operator = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-        b = Brook(kubeapi, runner, f"127.0.0.1:{port}", workdir, operator_log)
-        try:
-            yield b
-        finally:
-            print(f"\noperator e2e facts: {b.facts}")
-            operator.terminate()
+        with operator_process(kubeapi, NS, operator_log):
+            b = Brook(kubeapi, runner, f"127.0.0.1:{port}", workdir, operator_log)
             try:
-                operator.wait(15)
-            except subprocess.TimeoutExpired:
-                operator.kill()
-                operator.wait(5)
+                yield b
+            finally:
+                print(f"\noperator e2e facts: {b.facts}")
     finally:
         runner.stop(grace=5)
     pids = [int(e.detail.rsplit(" ", 1)[1]) for e in runner.events() if e.kind == "started"]
@@ -310,10 +265,10 @@ def _logs_on_failure(request: pytest.FixtureRequest) -> Iterator[None]:
     if request.session.testsfailed == failed or "brook" not in request.fixturenames:
         return
     b: Brook = request.getfixturevalue("brook")
-    print("\n--- operator.log\n" + _tail(b.operator_log, 60))
+    print("\n--- operator.log\n" + tail(b.operator_log, 60))
     logs = sorted(b.workdir.glob("pods/*/*/logs/*.log"), key=lambda p: p.stat().st_mtime)
     for log in logs[-8:]:
-        print(f"\n--- {log.relative_to(b.workdir)}\n" + _tail(log, 15))
+        print(f"\n--- {log.relative_to(b.workdir)}\n" + tail(log, 15))
 
 
 # ---------------------------------------------------------------- steps

@@ -1,0 +1,74 @@
+"""What the operator end-to-end tests share: the CRDs and a namespace in the emulator, the pod runner with
+test timings, and the operator itself as a subprocess."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.kubeapi.harness import KubeApi
+from tests.e2e.podrunner import RunnerConfig, RunnerThread
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def install_crds(kubeapi: KubeApi, namespace: str) -> None:
+    kubeapi.kubectl("apply", "-f", str(REPO / "manifests" / "crds"))
+    kubeapi.kubectl("wait", "--for=condition=Established", "crd/clusters.brook.dev", "crd/topics.brook.dev")
+    kubeapi.kubectl("create", "namespace", namespace)
+
+
+def start_runner(kubeapi: KubeApi, workdir: Path, namespace: str, **config: Any) -> RunnerThread:
+    """The pod runner, probing at least every 0.5 s and restarting crashed containers within 2 s."""
+    settings: dict[str, Any] = {"max_probe_period": 0.5, "max_backoff": 2.0, **config}
+    return RunnerThread(
+        RunnerConfig(kubeconfig=kubeapi.kubeconfig, workdir=workdir, namespace=namespace, **settings)
+    ).start()
+
+
+@contextlib.contextmanager
+def operator_process(
+    kubeapi: KubeApi, namespace: str, log_path: Path, **env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`brook-operator run` for one namespace with fast resyncs; brokers are reached at 127.0.0.1:<port>."""
+    argv = [
+        str(Path(sys.executable).parent / "brook-operator"),
+        "run",
+        "--namespace",
+        namespace,
+        "--leader-election",
+        "false",
+        "--health-port",
+        "0",
+        "--bootstrap-template",
+        "127.0.0.1:{port}",
+    ]
+    full_env = dict(
+        kubeapi.env,
+        BROOK_OPERATOR_CLUSTER_RESYNC_SECONDS="2",
+        BROOK_OPERATOR_TOPIC_RESYNC_SECONDS="5",
+        BROOK_OPERATOR_KAFKA_TIMEOUT="5",
+        **env,
+    )
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(argv, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"({path} missing)"
