@@ -23,7 +23,6 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 def config_entries(
     overrides: Mapping[str, str],
     broker_defaults: Mapping[str, str],
-    _cfg: object,
     keys: list[str] | None,
     synonyms: bool,
     documentation: bool,
@@ -107,7 +106,6 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
                     configs=config_entries(
                         meta.configs,
                         broker.settings.topic_defaults,
-                        None,
                         keys,
                         bool(getattr(req, "include_synonyms", False)),
                         bool(getattr(req, "include_documentation", False)),

@@ -41,7 +41,6 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
                 )
             else:
                 meta = await broker.create_topic(t.name, n, rf, configs)
-                cfg = broker.replicas.topic_config(meta)
                 entry.update(
                     error_code=0,
                     error_message=None,
@@ -55,7 +54,7 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
                             if k in ("name", "value", "read_only", "config_source", "is_sensitive")
                         }
                         for c in config_entries(
-                            meta.configs, broker.settings.topic_defaults, cfg, None, False, False
+                            meta.configs, broker.settings.topic_defaults, None, False, False
                         )
                     ],
                 )
