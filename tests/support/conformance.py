@@ -1,0 +1,126 @@
+"""Runs librdkafka's own integration tests (the team's conformance kit in ../shared) against Brook.
+
+    scripts/conformance                      # every test in broker-tests.txt on one broker, then the
+                                             # no-auto-create tests (0107, 0111: they create topics
+                                             # with 3 replicas) on 3 brokers that do not auto-create
+    scripts/conformance 0054 0081 0102       # some tests
+    scripts/conformance --cluster 0101 0102  # on etcd + 3 racked brokers (rack r0, r1, r2)
+
+It starts what it tests: fresh brokers on free loopback ports, replaced every --fresh-every tests
+(some tests leave hundreds of topics behind), as the kit's README asks. The kit's `run` script runs
+each test alone with a time limit and prints one RESULT line per test; this prints them as they come
+and a total, `N passed, M failed, K skipped`, and exits 1 when any test failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from brook.dev.etcd import EtcdProcess
+
+from .broker import BrokerProcess
+from .cluster import CLUSTER_ARGS
+
+REPO = Path(__file__).resolve().parents[2]
+# Tests that only pass against a broker that does not create topics on Metadata requests.
+NO_AUTOCREATE = ("0107", "0111")
+_RESULT = re.compile(r"^RESULT (\S+) (PASS|FAIL|TIMEOUT|SKIP)\b")
+
+
+def kit_dir() -> Path:
+    kit = Path(os.environ.get("BROOK_CONFORMANCE_KIT", REPO.parent / "shared" / "conformance" / "librdkafka"))
+    if not (kit / "run").is_file():
+        sys.exit(f"conformance: no librdkafka kit at {kit} (set BROOK_CONFORMANCE_KIT to its directory)")
+    return kit
+
+
+def listed_tests(kit: Path) -> list[str]:
+    """Test ids of broker-tests.txt; lines starting with '#' are tests no external broker can run."""
+    ids = []
+    for line in (kit / "broker-tests.txt").read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            ids.append(line.split()[0])
+    return ids
+
+
+@contextmanager
+def brook(root: Path, brokers: int, auto_create: bool) -> Iterator[str]:
+    """Yields the bootstrap of a fresh single broker, or of etcd + N racked brokers."""
+    base = ["--auto-create-topics", "true" if auto_create else "false", "--num-partitions", "4"]
+    procs: list[BrokerProcess] = []
+    etcd: EtcdProcess | None = None
+    try:
+        if brokers == 1:
+            procs.append(BrokerProcess(root / "broker", args=base).start())
+        else:
+            etcd = EtcdProcess(root / "etcd", unsafe_no_fsync=True).start()
+            for i in range(brokers):
+                args = ["--node-id", str(i), "--etcd-endpoints", etcd.endpoint, "--rack", f"r{i}"]
+                procs.append(BrokerProcess(root / f"broker-{i}", args=[*args, *CLUSTER_ARGS, *base]).start())
+        yield ",".join(p.bootstrap for p in procs)
+    finally:
+        for p in procs:
+            try:
+                p.stop(timeout=30)
+            except Exception:
+                p.kill()
+        if etcd is not None:
+            etcd.stop()
+
+
+def run_batch(kit: Path, bootstrap: str, tests: list[str], scenario: str) -> dict[str, str]:
+    env = {**os.environ, "TEST_SCENARIO": scenario}
+    results: dict[str, str] = {}
+    proc = subprocess.Popen([str(kit / "run"), bootstrap, *tests], stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        m = _RESULT.match(line)
+        if m:
+            print(line, end="", flush=True)
+            results[m.group(1)] = m.group(2)
+    proc.wait()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="scripts/conformance", description=__doc__.split("\n\n")[0])
+    p.add_argument("tests", nargs="*", help="test ids (default: all of broker-tests.txt)")
+    p.add_argument("--cluster", action="store_true", help="etcd + 3 brokers in racks r0..r2")
+    p.add_argument("--fresh-every", type=int, default=20, help="tests per fresh broker (default 20)")
+    a = p.parse_args(argv)
+    kit = kit_dir()
+    subprocess.run([str(kit / "build")], check=True, stdout=subprocess.DEVNULL)
+    tests = a.tests or listed_tests(kit)
+    if not a.tests:
+        tests += list(NO_AUTOCREATE)
+    # Group the tests into runs that share fresh brokers (no-auto-create ones need a cluster of their own).
+    runs: list[tuple[bool, int, list[str]]] = []
+    for auto, brokers, ids in (
+        (True, 3 if a.cluster else 1, [t for t in tests if t not in NO_AUTOCREATE]),
+        (False, 3, [t for t in tests if t in NO_AUTOCREATE]),
+    ):
+        runs += [(auto, brokers, ids[i : i + a.fresh_every]) for i in range(0, len(ids), a.fresh_every)]
+    results: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="brook-conformance-") as tmp:
+        for n, (auto, brokers, ids) in enumerate(runs):
+            with brook(Path(tmp) / f"run-{n}", brokers, auto) as bootstrap:
+                results |= run_batch(kit, bootstrap, ids, "default" if auto else "noautocreate")
+    counts = {s: sum(1 for v in results.values() if v == s) for s in ("PASS", "FAIL", "TIMEOUT", "SKIP")}
+    missing = [t for t in tests if t not in results]
+    failed = counts["FAIL"] + counts["TIMEOUT"] + len(missing)
+    if missing:
+        print(f"no result for: {' '.join(missing)}", flush=True)
+    print(f"{counts['PASS']} passed, {failed} failed, {counts['SKIP']} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
