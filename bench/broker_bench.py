@@ -50,6 +50,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined, unused-ignore]
 
+import raw  # the sibling module (bench/ is on sys.path when run as a script)
+
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NCPU = os.cpu_count() or 1
 MB = 1e6
@@ -855,10 +857,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--tmp", default=None, help="parent of the temporary data directory")
     p.add_argument("--keep", action="store_true", help="keep the data directory and broker logs")
     args = p.parse_args(argv)
-    print(machine_info(), flush=True)
+    machine = machine_info()
+    print(machine, flush=True)
     started = time.monotonic()
     results = run(args)
     print_table(results)
+    raw.save("broker_bench", machine, results)
     print(f"total {time.monotonic() - started:.0f} s; load average at end {os.getloadavg()[0]:.2f}")
 
 

@@ -60,6 +60,7 @@ sys.path[:0] = [str(REPO), str(REPO / "services")]
 
 from tests.support.cluster import Cluster  # noqa: E402
 
+import raw  # noqa: E402
 from broker_bench import (  # noqa: E402 - the sibling script (bench/ is on sys.path when run as a script)
     GB,
     MB,
@@ -674,6 +675,8 @@ def run_failover(bc: BenchCluster, runs: int, client_debug: str = "") -> list[Fa
         f"{dups} values twice",
         flush=True,
     )
+    if missing or dups:  # an idempotent acks=all producer: none may be missing or duplicated
+        raise SystemExit(f"failover: {missing} acknowledged records missing, {dups} duplicated")
     return out
 
 
@@ -761,7 +764,8 @@ def main(argv: list[str] | None = None) -> None:
     sz = QUICK if args.quick else FULL
     repeats: int = args.repeats or (1 if args.quick else 3)
     failovers: int = args.failovers or (1 if args.quick else 5)
-    print(machine_info(), flush=True)
+    machine = machine_info()
+    print(machine, flush=True)
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="brook-cluster-bench-", dir=args.tmp))
     bc = BenchCluster(root, args.lease_ttl)
@@ -789,6 +793,7 @@ def main(argv: list[str] | None = None) -> None:
         print_throughput(throughput)
     if failover:
         print_failover(failover, args.lease_ttl)
+    raw.save("cluster_bench", machine, {"throughput": throughput, "failover": failover})
     print(f"total {time.monotonic() - started:.0f} s; load average at end {os.getloadavg()[0]:.2f}")
 
 
