@@ -63,7 +63,9 @@ def produce(
     return int(r.error_code), int(r.base_offset)
 
 
-def fetch(c: RawClient, topic: str, offset: int, version: int = 11) -> tuple[int, int, bytes | None]:
+def fetch(
+    c: RawClient, topic: str, offset: int, version: int = 11, partition: int = 0
+) -> tuple[int, int, bytes | None]:
     F = FetchRequest
     req = F(
         replica_id=-1,
@@ -78,7 +80,7 @@ def fetch(c: RawClient, topic: str, offset: int, version: int = 11) -> tuple[int
                 topic=topic,
                 partitions=[
                     F.FetchTopic.FetchPartition(
-                        partition=0,
+                        partition=partition,
                         current_leader_epoch=-1,
                         fetch_offset=offset,
                         log_start_offset=-1,

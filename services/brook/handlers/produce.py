@@ -1,8 +1,15 @@
-"""Produce: records go to the partition logs as opaque batches (only batch headers are parsed)."""
+"""Produce: records go to the partition logs as opaque batches (only batch headers are parsed).
+
+Every partition of a request is appended first; acks=all then waits for all of them together, so a
+request's latency is its slowest partition's replication, not the sum over its partitions.
+"""
 
 from __future__ import annotations
 
+import asyncio
+
 from brook.broker.broker import Broker
+from brook.broker.partition import Partition
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
@@ -15,7 +22,9 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
     req = decode_produce_request(version, hdr.body)
     results: list[tuple[str, list[PartitionProduceResult]]] = []
+    commits: list[asyncio.Future[None]] = []
     bad_acks = req.acks not in (0, 1, -1)
+    timeout_s = req.timeout_ms / 1000
     for topic in req.topics:
         out: list[PartitionProduceResult] = []
         for part in topic.partitions:
@@ -29,17 +38,40 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                 p = broker.replicas.partition(topic.name, part.index)
                 r = p.append(part.records, req.acks)
                 broker.metrics.on_produce(topic.name, len(part.records), r.last_offset - r.base_offset + 1)
-                if req.acks == -1:
-                    await p.wait_committed(r.last_offset, req.timeout_ms / 1000)
                 out.append(
                     PartitionProduceResult(
                         part.index, 0, r.base_offset, r.log_append_time, r.log_start_offset
                     )
                 )
+                if req.acks == -1:
+                    commit = _committed(broker, p, r.last_offset, timeout_s, out, len(out) - 1)
+                    commits.append(asyncio.ensure_future(commit))
             except KafkaError as e:
                 broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
                 out.append(PartitionProduceResult(part.index, e.code, -1, -1, -1, e.message))
         results.append((topic.name, out))
+    if commits:
+        try:
+            await asyncio.gather(*commits)
+        finally:  # the connection went away: no waiter outlives the request
+            for c in commits:
+                c.cancel()
     if req.acks == 0:
         return None
     return encode_produce_response(version, results)
+
+
+async def _committed(
+    broker: Broker,
+    p: Partition,
+    last_offset: int,
+    timeout_s: float,
+    out: list[PartitionProduceResult],
+    i: int,
+) -> None:
+    """Wait for one partition's acks=all commit; a failure replaces that partition's result only."""
+    try:
+        await p.wait_committed(last_offset, timeout_s)
+    except KafkaError as e:
+        broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
+        out[i] = PartitionProduceResult(out[i].index, e.code, -1, -1, -1, e.message)
