@@ -188,6 +188,12 @@ class Partition:
         entries = self.epochs.entries()
         return entries[-1][1] if entries else 0
 
+    @property
+    def hw_lags_epoch_start(self) -> bool:
+        """A new leader whose high watermark has not reached its epoch's start offset yet: the committed
+        end is unknown, so ListOffsets answers OFFSET_NOT_AVAILABLE for it (KIP-392)."""
+        return self.is_leader and self._epoch_start() > self.high_watermark
+
     # -- appends -----------------------------------------------------------------------------------
     def append(self, records: memoryview, acks: int = 1) -> ProduceOutcome:
         """Append a Produce request's records as the leader, deduplicating idempotent retries."""
