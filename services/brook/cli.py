@@ -14,6 +14,7 @@ import socket
 import sys
 from pathlib import Path
 
+from brook.broker.broker_configs import RACK_AWARE_SELECTOR
 from brook.broker.settings import BrokerSettings
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
@@ -64,6 +65,14 @@ def _rack(a: argparse.Namespace) -> str | None:
     return None
 
 
+def _replica_selector(a: argparse.Namespace) -> str | None:
+    """--replica-selector-class: empty (leaders serve every fetch) or Kafka's RackAwareReplicaSelector."""
+    name = (a.replica_selector_class or "").strip()
+    if name and name != RACK_AWARE_SELECTOR:
+        sys.exit(f"--replica-selector-class: only {RACK_AWARE_SELECTOR} is available, not '{name}'")
+    return name or None
+
+
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
     topic_defaults = {}
     for item in a.topic_default or []:
@@ -80,6 +89,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         advertised_host=a.advertised_host,
         advertised_port=a.advertised_port,
         rack=_rack(a),
+        replica_selector_class=_replica_selector(a),
         data_dir=Path(a.data_dir),
         auto_create_topics=a.auto_create_topics == "true",
         num_partitions=a.num_partitions,
@@ -123,6 +133,12 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument("--advertised-port", type=int, default=None)
     b.add_argument("--rack", default=None, help="broker.rack")
     b.add_argument("--rack-file", default=None, help="a file holding the rack (empty or missing: none)")
+    b.add_argument(
+        "--replica-selector-class",
+        default=None,
+        help=f"replica.selector.class: {RACK_AWARE_SELECTOR} lets consumers with client.rack fetch "
+        "from an in-sync follower in their rack (KIP-392); empty: from leaders",
+    )
     b.add_argument("--metrics-host", default="0.0.0.0")
     b.add_argument(
         "--metrics-port", type=int, default=0, help="/metrics, /healthz, /readyz; 0: any free port; -1: off"

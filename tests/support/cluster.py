@@ -30,12 +30,20 @@ CLUSTER_ARGS = [
 
 
 class Cluster:
-    def __init__(self, root: Path, brokers: int = 3, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        brokers: int = 3,
+        extra_args: list[str] | None = None,
+        node_args: Callable[[int], list[str]] | None = None,
+    ) -> None:
+        """`extra_args` go to every broker, `node_args(node_id)` to that one (e.g. its --rack)."""
         self.root = root
         self.etcd = EtcdProcess(root / "etcd", unsafe_no_fsync=True, heartbeat_ms=100, election_ms=500)
         self.brokers: list[BrokerProcess] = []
         self._n = brokers
         self._extra = extra_args or []
+        self._node_args = node_args or (lambda _: [])
 
     @property
     def bootstrap(self) -> str:
@@ -57,6 +65,7 @@ class Cluster:
                 self.etcd.endpoint,
                 *CLUSTER_ARGS,
                 *self._extra,
+                *self._node_args(node_id),
             ],
         )
         self.brokers.append(b.start())

@@ -14,7 +14,9 @@ def batch(
     base_sequence: int = -1,
     compression: int = 0,
     timestamp: int = 1_700_000_000_000,
+    timestamps: list[int] | None = None,
 ) -> bytes:
+    """One batch of `values`; record i's timestamp is timestamps[i] when given, else timestamp + i."""
     b = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
@@ -25,5 +27,6 @@ def batch(
         batch_size=2**30,
     )
     for i, v in enumerate(values):
-        b.append(i, timestamp=timestamp + i, key=key, value=v, headers=[])
+        ts = timestamps[i] if timestamps is not None else timestamp + i
+        b.append(i, timestamp=ts, key=key, value=v, headers=[])
     return bytes(b.build())

@@ -31,6 +31,7 @@ class ProduceOutcome:
 @dataclass(slots=True)
 class FollowerProgress:
     log_end_offset: int = -1
+    log_start_offset: int = -1
     last_caught_up_ms: float = 0.0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: float = 0.0
@@ -72,6 +73,9 @@ class Partition:
             PartitionRole(node_id, epoch, [node_id], [node_id]) if leads else PartitionRole(-1, epoch, [], [])
         )
         self._hw = log.log_end_offset
+        # A follower serves consumers (KIP-392) only once its current leader has told it the high
+        # watermark: until then its own value may be stale, above records about to be truncated.
+        self._hw_from_leader = False
         self.followers: dict[int, FollowerProgress] = {}
         self._waiters: set[asyncio.Future[None]] = set()
         self._acks: list[tuple[int, asyncio.Future[None]]] = []
@@ -112,6 +116,8 @@ class Partition:
         self._advance_hw()
 
     def become_follower(self, role: PartitionRole) -> None:
+        if (role.leader, role.leader_epoch) != (self.role.leader, self.role.leader_epoch):
+            self._hw_from_leader = False
         self.role = role
         self.followers = {}
         self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -122,7 +128,16 @@ class Partition:
     def high_watermark(self) -> int:
         return min(self._hw, self.log.log_end_offset)
 
+    @property
+    def consumer_high_watermark(self) -> int:
+        """Where consumers' reads end here: the high watermark, on a follower once the leader sent it
+        (until then the log start: nothing is served)."""
+        if self.is_leader or self._hw_from_leader:
+            return self.high_watermark
+        return self.log.log_start_offset
+
     def set_follower_high_watermark(self, leader_hw: int) -> None:
+        self._hw_from_leader = True
         hw = min(leader_hw, self.log.log_end_offset)
         if hw != self._hw:  # a follower mirrors the leader's value
             self._hw = hw
@@ -143,7 +158,7 @@ class Partition:
             self._release_acks()
             self.wake_fetchers()
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         """A follower fetched at `fetch_offset`: everything before it is on the follower's log."""
         state = self.followers.get(replica_id)
         if state is None:
@@ -154,6 +169,7 @@ class Partition:
         elif fetch_offset >= state.last_fetch_leader_leo >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
+        state.log_start_offset = log_start_offset
         state.last_fetch_leader_leo = leo
         state.last_fetch_ms = now
         self._advance_hw()
@@ -187,6 +203,12 @@ class Partition:
     def _epoch_start(self) -> int:
         entries = self.epochs.entries()
         return entries[-1][1] if entries else 0
+
+    @property
+    def hw_lags_epoch_start(self) -> bool:
+        """A new leader whose high watermark has not reached its epoch's start offset yet: the committed
+        end is unknown, so ListOffsets answers OFFSET_NOT_AVAILABLE for it (KIP-392)."""
+        return self.is_leader and self._epoch_start() > self.high_watermark
 
     # -- appends -----------------------------------------------------------------------------------
     def append(self, records: memoryview, acks: int = 1) -> ProduceOutcome:

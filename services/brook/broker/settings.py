@@ -16,6 +16,8 @@ class BrokerSettings:
     advertised_host: str | None = None  # advertised.listeners host; defaults to host
     advertised_port: int | None = None
     rack: str | None = None  # broker.rack
+    # replica.selector.class: None (consumers fetch from leaders) or RackAwareReplicaSelector (KIP-392)
+    replica_selector_class: str | None = None
     data_dir: Path = Path("data")  # log.dirs
     cluster_id: str | None = None  # generated and persisted on first start when unset
     auto_create_topics: bool = True  # auto.create.topics.enable

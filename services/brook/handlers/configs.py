@@ -1,4 +1,5 @@
-"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics (and a read-only broker view)."""
+"""DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics, and a read-only view of the
+broker's own configs (BROKER, see brook.broker.broker_configs) and logger levels (BROKER_LOGGER)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from brook.broker.broker import Broker
+from brook.broker.broker_configs import SOURCE_BROKER_LOGGER, broker_configs, logger_levels
 from brook.config import TOPIC_CONFIGS, validate_topic_config
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -14,7 +16,7 @@ from brook.protocol.versions import ApiKey
 
 from .context import Body
 
-TOPIC, BROKER = 2, 4
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 _TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -55,29 +57,65 @@ def config_entries(
     return out
 
 
-def _broker_entries(broker: Broker) -> list[dict[str, Any]]:
-    s = broker.settings
-    static = {
-        "broker.id": str(s.node_id),
-        "auto.create.topics.enable": str(s.auto_create_topics).lower(),
-        "num.partitions": str(s.num_partitions),
-        "default.replication.factor": str(s.default_replication_factor),
-        "socket.request.max.bytes": str(s.max_request_bytes),
-        "log.dirs": str(s.data_dir),
-    }
+def _broker_id(broker: Broker, name: str, empty_ok: bool) -> bool:
+    """Whether a BROKER / BROKER_LOGGER resource names this broker (False: the cluster default, "").
+    Kafka answers each broker's configs only on that broker (clients send them there)."""
+    if name == "" and empty_ok:
+        return False
+    if name == "":
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "Broker id must not be empty")
+    try:
+        node = int(name)
+    except ValueError:
+        msg = f"Broker id must be an integer, but it is: {name}"
+        raise KafkaError(ErrorCode.INVALID_REQUEST, msg) from None
+    if node != broker.node_id:
+        expected = f"{broker.node_id} or empty string" if empty_ok else str(broker.node_id)
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {expected}, but received {name}"
+        )
+    return True
+
+
+def _broker_entries(
+    broker: Broker, name: str, keys: list[str] | None, synonyms: bool, documentation: bool
+) -> list[dict[str, Any]]:
+    if not _broker_id(broker, name, empty_ok=True):
+        return []  # cluster-wide dynamic defaults: Brook has none
     return [
         {
-            "name": k,
-            "value": v,
+            "name": c.name,
+            "value": c.value,
             "read_only": True,
-            "config_source": SOURCE_STATIC_BROKER,
+            "config_source": c.source,
+            "is_default": c.source == SOURCE_DEFAULT,
+            "is_sensitive": False,
+            "synonyms": [{"name": v.name, "value": v.value, "source": v.source} for v in c.synonyms]
+            if synonyms
+            else [],
+            "config_type": c.config_type,
+            "documentation": c.doc if documentation else None,
+        }
+        for c in broker_configs(broker.settings, keys)
+    ]
+
+
+def _logger_entries(broker: Broker, name: str, keys: list[str] | None) -> list[dict[str, Any]]:
+    _broker_id(broker, name, empty_ok=False)
+    return [
+        {
+            "name": logger,
+            "value": level,
+            "read_only": True,  # Brook does not alter logger levels over the protocol
+            "config_source": SOURCE_BROKER_LOGGER,
             "is_default": False,
             "is_sensitive": False,
             "synonyms": [],
-            "config_type": 2,
+            "config_type": 0,
             "documentation": None,
         }
-        for k, v in static.items()
+        for logger, level in logger_levels().items()
+        if keys is None or logger in keys
     ]
 
 
@@ -86,7 +124,7 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
     req = messages.decode_request(ApiKey.DESCRIBE_CONFIGS, version, hdr.body)
     results: list[dict[str, Any]] = []
     for r in req.resources:
-        keys = list(r.configuration_keys) if r.configuration_keys is not None else None
+        keys = list(r.configuration_keys) if r.configuration_keys else None  # null or empty: all
         entry: dict[str, Any] = {
             "resource_type": r.resource_type,
             "resource_name": r.resource_name,
@@ -111,12 +149,17 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
                         bool(getattr(req, "include_documentation", False)),
                     ),
                 )
-        elif r.resource_type == BROKER:
-            entry.update(
-                error_code=0,
-                error_message=None,
-                configs=[c for c in _broker_entries(broker) if keys is None or c["name"] in keys],
-            )
+        elif r.resource_type in (BROKER, BROKER_LOGGER):
+            try:
+                if r.resource_type == BROKER:
+                    synonyms = bool(getattr(req, "include_synonyms", False))
+                    documentation = bool(getattr(req, "include_documentation", False))
+                    configs = _broker_entries(broker, r.resource_name, keys, synonyms, documentation)
+                else:
+                    configs = _logger_entries(broker, r.resource_name, keys)
+                entry.update(error_code=0, error_message=None, configs=configs)
+            except KafkaError as e:
+                entry.update(error_code=e.code, error_message=e.message)
         else:
             entry.update(
                 error_code=ErrorCode.INVALID_REQUEST,

@@ -43,6 +43,11 @@ def check_leader(p: Partition, current_leader_epoch: int = -1) -> None:
         raise KafkaError(
             ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {p.node_id} does not lead {p.topic}-{p.index}"
         )
+    check_epoch(p, current_leader_epoch)
+
+
+def check_epoch(p: Partition, current_leader_epoch: int = -1) -> None:
+    """The client's leader epoch (-1: unknown) must be this replica's: older is fenced, newer unknown."""
     if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
         code = (
             ErrorCode.FENCED_LEADER_EPOCH

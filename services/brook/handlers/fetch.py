@@ -2,6 +2,11 @@
 
 Long polling: when less than min.bytes is available the request waits (up to max.wait.ms) for an
 append on any partition it asked for, then reads again.
+
+Fetch from follower (KIP-392): consumers sending Fetch v11+ (with their rack) may be served by any
+replica, a follower reading up to the high watermark its leader last sent it. With
+--replica-selector-class RackAwareReplicaSelector a leader answers a consumer in another rack with the
+in-sync follower of the consumer's rack as `preferred_read_replica` (no records, at once).
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ from __future__ import annotations
 import asyncio
 
 from brook.broker.broker import Broker
+from brook.broker.partition import Partition
+from brook.broker.replica_selector import preferred_read_replica
 from brook.observability import CONSUMER, FOLLOWER, REQUEST_ROLE
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.fetch import (
@@ -22,17 +29,31 @@ from brook.protocol.fetch import (
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
-from .context import Body, check_leader
+from .context import Body, check_epoch, check_leader
 
 # Below this a pread into the response is cheaper than a sendfile round of its own.
 SENDFILE_MIN_BYTES = 64 * 1024
 
 
+def _check_replica(p: Partition, current_leader_epoch: int) -> None:
+    """A consumer may read from any replica of the partition, in the current leader epoch."""
+    if not p.is_leader and p.node_id not in p.role.replicas:
+        raise KafkaError(
+            ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {p.node_id} is no replica of {p.topic}-{p.index}"
+        )
+    check_epoch(p, current_leader_epoch)
+
+
 def _read(
     broker: Broker, req: FetchRequest, version: int
-) -> tuple[list[FetchTopicResult], int, list[tuple[str, int]]]:
+) -> tuple[list[FetchTopicResult], int, list[tuple[str, int]], bool]:
+    """(topics, bytes read, partitions to watch, whether a preferred read replica was named)."""
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
     follower = req.replica_id >= 0
+    any_replica = not follower and version >= 11  # the request carries the client's rack (KIP-392)
+    select = any_replica and bool(req.rack_id) and broker.settings.replica_selector_class is not None
+    racks = {n: rack for n, _, _, rack in broker.brokers()} if select else {}
+    redirected = False
     topics: list[FetchTopicResult] = []
     total = 0
     watched: list[tuple[str, int]] = []
@@ -52,10 +73,20 @@ def _read(
                 continue
             try:
                 p = broker.replicas.partition(name, fp.partition)
-                check_leader(p, fp.current_leader_epoch)
+                if any_replica:
+                    _check_replica(p, fp.current_leader_epoch)
+                else:
+                    check_leader(p, fp.current_leader_epoch)
                 if follower:
-                    p.record_follower_fetch(req.replica_id, fp.fetch_offset)
-                hw = p.high_watermark
+                    p.record_follower_fetch(req.replica_id, fp.fetch_offset, fp.log_start_offset)
+                hw = p.high_watermark if follower else p.consumer_high_watermark
+                if select:
+                    preferred = preferred_read_replica(p, req.rack_id, fp.fetch_offset, racks)
+                    if preferred is not None:
+                        lso = p.log.log_start_offset
+                        parts.append(FetchPartitionResult(fp.partition, 0, hw, hw, lso, None, preferred))
+                        redirected = True
+                        continue
                 limit = min(fp.partition_max_bytes, remaining)
                 records: bytes | RecordsRef | None = None
                 if limit > 0 or total == 0:
@@ -75,7 +106,7 @@ def _read(
             except KafkaError as e:
                 parts.append(FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None))
         topics.append(FetchTopicResult(name, meta.topic_id if meta else (ft.topic_id or bytes(16)), parts))
-    return topics, total, watched
+    return topics, total, watched, redirected
 
 
 async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -86,9 +117,10 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
     while True:
-        topics, total, watched = _read(broker, req, version)
+        topics, total, watched, redirected = _read(broker, req, version)
         timeout = deadline - loop.time()
-        if req.min_bytes <= 0 or (total > 0 and total >= req.min_bytes) or timeout <= 0 or not watched:
+        enough = req.min_bytes <= 0 or (total > 0 and total >= req.min_bytes)
+        if enough or redirected or timeout <= 0 or not watched:
             break
         # Wait for an append to any watched partition, then read again.
         fut: asyncio.Future[None] = loop.create_future()

@@ -1,66 +1,114 @@
-"""ListOffsets: earliest, latest, max timestamp, or the first offset at or after a timestamp."""
+"""ListOffsets: the log start, the end, the record with the largest timestamp, or the first record at or
+after a timestamp, with Kafka's rules (ReplicaManager.fetchOffset, Partition.fetchOffsetForTimestamp):
+
+- A special (negative) timestamp newer than the request's version, or unknown, is UNSUPPORTED_VERSION.
+- Consumers (replica id -1) read up to the high watermark: a record found at or past it is answered as
+  "none" (offset -1, no error); other brokers see up to the log end. Replica id -2 (debugging) may ask a
+  follower; everyone else asks the leader, in the leader epoch it believes in (v4+).
+- A leader whose high watermark still lags its epoch's start (just elected) answers consumers'
+  LATEST, and lookups that find nothing below it, with OFFSET_NOT_AVAILABLE (v5+; before:
+  LEADER_NOT_AVAILABLE).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from brook.broker.broker import Broker
+from brook.broker.partition import Partition
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
-from .context import Body, check_leader
+from .context import Body, check_epoch, check_leader
 
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+CONSUMER, DEBUGGING = -1, -2
+# The first ListOffsets version that knows each special timestamp (KIP-734, KIP-405, KIP-1005).
+_MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9}
+
+# (timestamp, offset, leader epoch) as the response carries them; -1 where Kafka leaves them unknown.
+Answer = tuple[int, int, int]
+_NONE: Answer = (-1, -1, -1)
 
 
-def _lookup(broker: Broker, topic: str, index: int, ts: int) -> tuple[int, int]:
-    """(timestamp, offset) for a ListOffsets query; -1 timestamps where Kafka answers -1."""
+def _partition(broker: Broker, topic: str, index: int, replica_id: int, current_epoch: int) -> Partition:
     p = broker.replicas.partition(topic, index)
-    check_leader(p)
+    if replica_id == DEBUGGING:  # may be served by a follower
+        check_epoch(p, current_epoch)
+    else:
+        check_leader(p, current_epoch)
+    return p
+
+
+def _lookup(p: Partition, ts: int, replica_id: int, version: int) -> Answer:
+    client = replica_id == CONSUMER
+    # Brook has no transactions: the last stable offset is the high watermark.
+    last_fetchable = p.high_watermark if client else p.log.log_end_offset
+    lagging = client and p.hw_lags_epoch_start
+
+    def not_available() -> KafkaError:
+        code = ErrorCode.OFFSET_NOT_AVAILABLE if version >= 5 else ErrorCode.LEADER_NOT_AVAILABLE
+        return KafkaError(code, f"the high watermark {p.high_watermark} lags the leader epoch's start")
+
     if ts == LATEST:
-        return -1, p.high_watermark
-    if ts == EARLIEST:
-        return -1, p.log.log_start_offset
-    if ts == MAX_TIMESTAMP:
-        found = p.log.max_timestamp()
-        return found if found is not None else (-1, -1)
-    if ts < 0:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"unsupported timestamp query {ts}")
-    hit = p.log.offset_for_timestamp(ts)
-    if hit is None or hit[0] >= p.high_watermark:
-        return -1, -1
-    return hit[1], hit[0]
+        if lagging:
+            raise not_available()
+        return -1, last_fetchable, p.leader_epoch
+    if ts in (EARLIEST, EARLIEST_LOCAL):  # no tiered storage: the local log start is the log start
+        start = p.log.log_start_offset
+        return -1, start, p.epochs.epoch_for_offset(start)
+    if ts == LATEST_TIERED:
+        return _NONE  # nothing is tiered
+    found = p.log.max_timestamp() if ts == MAX_TIMESTAMP else p.log.offset_for_timestamp(ts)
+    if found is None or found.offset >= last_fetchable:
+        if lagging:
+            raise not_available()
+        return _NONE
+    return found.timestamp, found.offset, found.leader_epoch if found.leader_epoch >= 0 else -1
 
 
 async def handle_list_offsets(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
     req = messages.decode_request(ApiKey.LIST_OFFSETS, version, hdr.body)
-    topics: list[dict[str, Any]] = []
+    replica_id = req.replica_id
+    seen: dict[tuple[str, int], int] = {}
     for t in req.topics:
-        parts = []
         for p in t.partitions:
+            seen[(t.name, p.partition_index)] = seen.get((t.name, p.partition_index), 0) + 1
+    topics: dict[str, list[dict[str, Any]]] = {}
+    answered: set[tuple[str, int]] = set()
+    for t in req.topics:
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            parts = topics.setdefault(t.name, [])
+            if key in answered:
+                continue  # a duplicate: answered once, with INVALID_REQUEST
+            answered.add(key)
+            ts, off, epoch = _NONE
+            error = ErrorCode.NONE
             try:
-                ts, off = _lookup(broker, t.name, p.partition_index, p.timestamp)
-                parts.append(
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": 0,
-                        "timestamp": ts,
-                        "offset": off,
-                        "leader_epoch": broker.leader_epoch(t.name, p.partition_index),
-                    }
-                )
+                if seen[key] > 1:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "partition listed more than once")
+                if p.timestamp < 0 and version < _MIN_VERSION.get(p.timestamp, 1 << 15):
+                    raise KafkaError(
+                        ErrorCode.UNSUPPORTED_VERSION,
+                        f"timestamp {p.timestamp} is not supported by ListOffsets v{version}",
+                    )
+                current_epoch = getattr(p, "current_leader_epoch", -1)
+                part = _partition(broker, t.name, p.partition_index, replica_id, current_epoch)
+                ts, off, epoch = _lookup(part, p.timestamp, replica_id, version)
             except KafkaError as e:
-                parts.append(
-                    {
-                        "partition_index": p.partition_index,
-                        "error_code": e.code,
-                        "timestamp": -1,
-                        "offset": -1,
-                        "leader_epoch": -1,
-                    }
-                )
-        topics.append({"name": t.name, "partitions": parts})
-    return messages.encode_response(ApiKey.LIST_OFFSETS, version, {"throttle_time_ms": 0, "topics": topics})
+                error = e.code
+            parts.append(
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": error,
+                    "timestamp": ts,
+                    "offset": off,
+                    "leader_epoch": epoch,
+                }
+            )
+    body = {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+    return messages.encode_response(ApiKey.LIST_OFFSETS, version, body)

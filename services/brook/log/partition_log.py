@@ -28,7 +28,7 @@ from brook.log.cleaner import (
 from brook.log.file_slice import FileSlice
 from brook.log.recovery import load_segments
 from brook.log.retention import expired_segment_count
-from brook.log.segment import MAX_RELATIVE_OFFSET, Segment
+from brook.log.segment import MAX_RELATIVE_OFFSET, Segment, TimestampAndOffset
 from brook.protocol.batch import BatchHeader
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -242,29 +242,29 @@ class PartitionLog:
         for segment in self._segments[self._segment_index(start_offset) :]:
             yield from segment.iter_headers(start_offset)
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(base offset, max timestamp) of the first batch whose max timestamp is >= timestamp_ms.
-
-        Batch granularity: records are not decoded, so the offset is the batch's base offset.
-        """
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        """The first record at or after the log start whose timestamp is >= timestamp_ms (its timestamp,
+        offset and leader epoch), or None. Decodes only the batch(es) that may hold it."""
         self._check_open()
         start = self._log_start_offset
         for segment in self._segments:
             if segment.max_timestamp < timestamp_ms:
                 continue
-            header = segment.find_timestamp(timestamp_ms, start)
-            if header is not None:
-                return max(header.base_offset, start), header.max_timestamp
+            found = segment.search_timestamp(timestamp_ms, start)
+            if found is not None:
+                return found
         return None
 
-    def max_timestamp(self) -> tuple[int, int] | None:
-        """(timestamp, base offset) of the batch with the largest max timestamp; None when there is none."""
+    def max_timestamp(self) -> TimestampAndOffset | None:
+        """The first record with the largest timestamp in the log (ListOffsets MAX_TIMESTAMP), or None."""
         self._check_open()
-        best: tuple[int, int] | None = None
+        best: Segment | None = None
         for segment in self._segments:
-            if segment.offset_of_max_timestamp >= 0 and (best is None or segment.max_timestamp > best[0]):
-                best = (segment.max_timestamp, max(segment.offset_of_max_timestamp, self._log_start_offset))
-        return best
+            if segment.offset_of_max_timestamp < 0:
+                continue
+            if best is None or segment.max_timestamp > best.max_timestamp:
+                best = segment
+        return best.max_timestamp_record() if best is not None else None
 
     # ---- retention and truncation
 

@@ -1,6 +1,7 @@
-"""Record-level view of magic-2 record batches, for the log cleaner only.
+"""Record-level view of magic-2 record batches, for the rare paths that need it: the log cleaner (keys)
+and ListOffsets by timestamp (each record's offset and timestamp, from the one or few batches found).
 
-The produce and fetch paths keep batches opaque; compaction is the one place that needs the keys. A batch's
+The produce and fetch paths keep batches opaque; only these two read inside a batch. A batch's
 records section (after the 61-byte header, compressed as a whole when attributes & 7 != 0) holds
 `recordCount` records, each: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
 keyLength varint | key | valueLength varint | value | headerCount varint | headers. Varints are zigzag
@@ -140,6 +141,16 @@ def decode_records(batch: bytes, header: BatchHeader) -> list[Record]:
     if pos != n:
         raise RecordError(f"{n - pos} bytes left after {header.record_count} records")
     return records
+
+
+def record_timestamps(batch: bytes, header: BatchHeader) -> list[tuple[int, int]]:
+    """(offset, timestamp) of each record of one whole batch. Under LogAppendTime every record has the
+    batch's max timestamp (the broker's append time), as Kafka's record iterators report it."""
+    records = decode_records(batch, header)
+    base = header.base_offset
+    if header.attributes & ATTR_TIMESTAMP_TYPE:
+        return [(base + r.offset_delta, header.max_timestamp) for r in records]
+    return [(base + r.offset_delta, header.base_timestamp + r.timestamp_delta) for r in records]
 
 
 def _encode(

@@ -11,10 +11,12 @@ import logging
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from brook.log.batch_scan import iter_batches
 from brook.log.file_slice import SegmentFile
 from brook.log.index import OffsetIndex, TimeIndex
+from brook.log.records import RecordError, record_timestamps
 from brook.protocol.batch import BatchHeader
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -27,6 +29,14 @@ MAX_RELATIVE_OFFSET = 0xFFFFFFFF
 
 # (position in the appended buffer, base offset, last offset, size, max timestamp) of one batch.
 BatchInfo = tuple[int, int, int, int, int]
+
+
+class TimestampAndOffset(NamedTuple):
+    """A record found by timestamp: its timestamp, offset, and its batch's leader epoch (-1: none)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int
 
 
 def segment_name(base_offset: int) -> str:
@@ -269,13 +279,43 @@ class Segment:
                 return pos
         return None
 
-    def find_timestamp(self, timestamp: int, min_offset: int) -> BatchHeader | None:
-        """First batch with max timestamp >= `timestamp` and last offset >= `min_offset`."""
+    def _records(self, position: int, header: BatchHeader) -> list[tuple[int, int]]:
+        """(offset, timestamp) of the records of the batch at `position` (decompressed if needed)."""
+        data = os.pread(self.fd, header.size, position)
+        try:
+            if len(data) < header.size:
+                raise RecordError(f"batch at {position} is cut short")
+            return record_timestamps(data, header)
+        except RecordError as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"{self.log_path} at {position}: {e}") from e
+
+    def search_timestamp(self, timestamp: int, min_offset: int) -> TimestampAndOffset | None:
+        """The first record at or after `min_offset` whose timestamp is >= `timestamp`, as Kafka's
+        FileRecords.searchForTimestamp: the time index skips the batches that end below it, headers skip
+        those whose max timestamp is lower, and only a batch that reaches it is decoded."""
         skip_to = self.time_index.lookup_before(timestamp)
         start_offset = max(min_offset, skip_to if skip_to is not None else min_offset)
-        for _, h in iter_batches(self.fd, self.offset_index.lookup(start_offset), self.size):
-            if h.max_timestamp >= timestamp and h.last_offset >= min_offset:
-                return h
+        for pos, h in iter_batches(self.fd, self.offset_index.lookup(start_offset), self.size):
+            if h.max_timestamp < timestamp or h.last_offset < min_offset:
+                continue
+            for offset, ts in self._records(pos, h):
+                if ts >= timestamp and offset >= min_offset:
+                    return TimestampAndOffset(ts, offset, h.partition_leader_epoch)
+        return None
+
+    def max_timestamp_record(self) -> TimestampAndOffset | None:
+        """The first record holding the segment's max timestamp (KIP-734), found in the first batch whose
+        max timestamp is it; None when the segment has no timestamp or that batch lost the record."""
+        if self.offset_of_max_timestamp < 0:
+            return None
+        start = self.offset_index.lookup(self.offset_of_max_timestamp)
+        for pos, h in iter_batches(self.fd, start, self.size):
+            if h.max_timestamp != self.max_timestamp:
+                continue
+            for offset, ts in self._records(pos, h):
+                if ts == h.max_timestamp:
+                    return TimestampAndOffset(ts, offset, h.partition_leader_epoch)
+            return None
         return None
 
     def iter_headers(self, start_offset: int) -> Iterator[BatchHeader]:

@@ -36,6 +36,11 @@ class LeaderEpochCache:
         self._epochs.append(epoch)
         self._starts.append(start_offset)
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch `offset` was written in: the latest starting at or before it (-1: none)."""
+        i = bisect.bisect_right(self._starts, offset) - 1
+        return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(epoch, end offset) as OffsetForLeaderEpoch answers: the largest epoch ≤ `epoch` and the start
         of the next epoch (or the log end for the latest)."""

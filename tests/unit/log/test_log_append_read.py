@@ -161,7 +161,7 @@ def test_log_append_time_stamps_and_resigns(tmp_path: Path) -> None:
         batch = DefaultRecordBatch(data[pos : pos + h.size])
         assert batch.validate_crc()
         assert batch.timestamp_type == 1
-    assert log.max_timestamp() == (5_000_000, 0)
+    assert log.max_timestamp() == (5_000_000, 0, -1)
 
 
 def test_leader_epoch_is_stamped(tmp_path: Path) -> None:
@@ -189,13 +189,14 @@ def test_offset_for_timestamp_and_max_timestamp(tmp_path: Path) -> None:
     # Batch i holds offsets 3i..3i+2 with timestamps 1000*i + {0, 10, 20}.
     for i in range(20):
         log.append(make_batch(3, timestamp=1000 * i, ts_step=10))
-    assert log.offset_for_timestamp(0) == (0, 20)
-    assert log.offset_for_timestamp(5005) == (15, 5020)
-    assert log.offset_for_timestamp(5020) == (15, 5020)
-    assert log.offset_for_timestamp(5021) == (18, 6020)
-    assert log.offset_for_timestamp(19020) == (57, 19020)
+    # (timestamp, offset, leader epoch) of the first record at or after the target.
+    assert log.offset_for_timestamp(0) == (0, 0, -1)
+    assert log.offset_for_timestamp(5005) == (5010, 16, -1)
+    assert log.offset_for_timestamp(5020) == (5020, 17, -1)
+    assert log.offset_for_timestamp(5021) == (6000, 18, -1)
+    assert log.offset_for_timestamp(19020) == (19020, 59, -1)
     assert log.offset_for_timestamp(19021) is None
-    assert log.max_timestamp() == (19020, 57)
+    assert log.max_timestamp() == (19020, 59, -1)
 
 
 def test_offset_for_timestamp_with_out_of_order_timestamps(tmp_path: Path) -> None:
@@ -204,9 +205,9 @@ def test_offset_for_timestamp_with_out_of_order_timestamps(tmp_path: Path) -> No
     for ts in stamps:
         log.append(make_batch(1, timestamp=ts))
     for target in range(0, 1000, 25):
-        expected = next(((i, ts) for i, ts in enumerate(stamps) if ts >= target), None)
+        expected = next(((ts, i, -1) for i, ts in enumerate(stamps) if ts >= target), None)
         assert log.offset_for_timestamp(target) == expected, target
-    assert log.max_timestamp() == (950, 6)
+    assert log.max_timestamp() == (950, 6, -1)
 
 
 def test_file_slice_reads_with_pread_only(tmp_path: Path) -> None:

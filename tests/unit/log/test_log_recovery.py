@@ -49,7 +49,7 @@ def test_clean_reopen(tmp_path: Path) -> None:
     assert not (tmp_path / "p" / "clean-shutdown").exists()
     assert (log.log_start_offset, log.log_end_offset, log.size_bytes, _contents(log)) == before
     assert log.offset_for_timestamp(4500) is not None
-    assert log.max_timestamp() == (9000 + 0, 18)  # batch 9 (1 record at offset 18)
+    assert log.max_timestamp() == (9000, 18, -1)  # batch 9 (1 record at offset 18)
     r = log.append(make_batch(1))
     assert r.base_offset == before[1]
 
@@ -79,7 +79,7 @@ def test_bad_crc_in_the_last_segment_truncates_from_that_batch(tmp_path: Path) -
     assert log.log_end_offset == 3
     assert log.size_bytes == third
     assert log.offset_for_timestamp(2000) is None
-    assert log.max_timestamp() == (1001, 1)
+    assert log.max_timestamp() == (1001, 2, -1)  # the second record of batch 1
 
 
 def test_after_a_crash_only_the_last_segment_is_recovered(tmp_path: Path) -> None:
@@ -92,7 +92,7 @@ def test_after_a_crash_only_the_last_segment_is_recovered(tmp_path: Path) -> Non
         f.write(b"\x01" * 10)
     log = open_log(tmp_path / "p", segment_bytes=500)
     assert (log.log_end_offset, log.size_bytes) == (end, size)
-    assert log.max_timestamp() == (29_002, end - 3)  # batch 29: 3 records
+    assert log.max_timestamp() == (29_002, end - 1, -1)  # batch 29's last record
 
 
 def _index_files(path: Path) -> dict[str, bytes]:
@@ -153,7 +153,7 @@ def test_truncate_to(tmp_path: Path) -> None:
     assert log.log_end_offset == 21
     assert [h.base_offset for h in log.iter_batch_headers()][-1] == 18
     assert log.offset_for_timestamp(650) is None
-    assert log.max_timestamp() == (602, 18)
+    assert log.max_timestamp() == (602, 20, -1)  # batch 6's last record
     log.truncate_to(9)  # a batch boundary
     assert log.log_end_offset == 9
     assert log.size_bytes == sum(len(b) for b in batches[:3])
