@@ -4,7 +4,7 @@
                                              # no-auto-create tests (0107, 0111: they create topics
                                              # with 3 replicas) on 3 brokers that do not auto-create
     scripts/conformance 0054 0081 0102       # some tests
-    scripts/conformance --cluster 0101 0102  # on etcd + 3 racked brokers (rack r0, r1, r2); no test
+    scripts/conformance --cluster 0101 0102  # on etcd + 3 brokers in racks RACK0..RACK2; no test
                                              # ids: the list's cluster set
 Tests of features Brook does not have yet (transactions, TLS, SASL) are left out unless --all.
 
@@ -32,6 +32,7 @@ from .broker import BrokerProcess
 from .cluster import CLUSTER_ARGS
 
 REPO = Path(__file__).resolve().parents[2]
+RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 # Tests that only pass against a broker that does not create topics on Metadata requests.
 NO_AUTOCREATE = ("0107", "0111")
 # Tests for what Brook does not have yet (issue 13: transactions; issue 14: TLS and SASL); --all runs them.
@@ -75,7 +76,9 @@ def brook(root: Path, brokers: int, auto_create: bool) -> Iterator[str]:
         else:
             etcd = EtcdProcess(root / "etcd", unsafe_no_fsync=True).start()
             for i in range(brokers):
-                args = ["--node-id", str(i), "--etcd-endpoints", etcd.endpoint, "--rack", f"r{i}"]
+                # Racks as 0101 expects (RACK<id>) and Kafka's rack-aware selector for fetch-from-follower.
+                args = ["--node-id", str(i), "--etcd-endpoints", etcd.endpoint, "--rack", f"RACK{i}"]
+                args += ["--replica-selector-class", RACK_AWARE]
                 procs.append(BrokerProcess(root / f"broker-{i}", args=[*args, *CLUSTER_ARGS, *base]).start())
         yield ",".join(p.bootstrap for p in procs)
     finally:
@@ -105,7 +108,7 @@ def run_batch(kit: Path, bootstrap: str, tests: list[str], scenario: str, timeou
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/conformance", description=__doc__.split("\n\n")[0])
     p.add_argument("tests", nargs="*", help="test ids (default: all of broker-tests.txt)")
-    p.add_argument("--cluster", action="store_true", help="etcd + 3 brokers in racks r0..r2")
+    p.add_argument("--cluster", action="store_true", help="etcd + 3 brokers in racks RACK0..RACK2")
     p.add_argument("--fresh-every", type=int, default=20, help="tests per fresh broker (default 20)")
     p.add_argument("--all", action="store_true", help="also the tests of features Brook does not have yet")
     p.add_argument("--timeout", type=int, default=300, help="seconds per test (default 300; 0113: 1200)")
