@@ -5,7 +5,8 @@ reads as FileSlices with sendfile. Only the 61-byte batch headers are ever parse
 """
 
 from brook.log.append import AppendResult
+from brook.log.dir_health import LogDirHealth
 from brook.log.file_slice import FileSlice
 from brook.log.partition_log import PartitionLog
 
-__all__ = ["AppendResult", "FileSlice", "PartitionLog"]
+__all__ = ["AppendResult", "FileSlice", "LogDirHealth", "PartitionLog"]
