@@ -332,20 +332,21 @@ class ReplicaManager:
         re-validates its tail; producer state and leader epochs are rebuilt from it) and replace the
         partitions with new ones, each in its initial role (a single node leads them; in a cluster,
         roles are applied next). False when opening failed (the directory is offline again)."""
-        self.log_dir.reset()
         fresh: dict[tuple[str, int], Partition] = {}
         try:
-            for name, meta in self._topics.items():
-                local = self._local.get(name)
-                config = self.topic_config(meta)
-                for i in range(meta.partitions) if local is None else sorted(local):
-                    plog = PartitionLog.open(self._partition_dir(name, i), config, health=self.log_dir)
-                    fresh[(name, i)] = Partition(name, i, plog, self.settings.node_id, leads=local is None)
-        except KafkaError:
+            with self.log_dir.reopening():
+                for name, meta in self._topics.items():
+                    local = self._local.get(name)
+                    config = self.topic_config(meta)
+                    for i in range(meta.partitions) if local is None else sorted(local):
+                        plog = PartitionLog.open(self._partition_dir(name, i), config, health=self.log_dir)
+                        p = Partition(name, i, plog, self.settings.node_id, leads=local is None)
+                        fresh[(name, i)] = p
+        except BaseException as e:
             for p in fresh.values():
                 p.log.release()
-            if self.log_dir.offline:
-                return False
+            if isinstance(e, KafkaError) and e.code == ErrorCode.KAFKA_STORAGE_ERROR:
+                return False  # offline again
             raise
         # The old logs' state is stale: let go of their files without writing anything.
         for p in self._partitions.values():

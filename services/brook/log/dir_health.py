@@ -15,11 +15,12 @@ topics or by an operator), or at the next start.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from brook.log.checkpoint import fsync_dir
@@ -93,7 +94,7 @@ class LogDirHealth:
     def probe(self, min_free_bytes: int) -> str | None:
         """None when the directory takes writes again: at least `min_free_bytes` free (so a freed
         handful of bytes does not bring it back only to fail at once) and a small file written, fsynced
-        and removed. Otherwise why not. Changes nothing (see `reset`)."""
+        and removed. Otherwise why not. Changes nothing (see `reopening`)."""
         try:
             st = os.statvfs(self.path)
             free = st.f_bavail * st.f_frsize
@@ -112,11 +113,17 @@ class LogDirHealth:
             return _describe(e)
         return None
 
-    def reset(self) -> str | None:
-        """Online again, for the broker to reopen the directory's logs (a failure then takes it offline
-        anew). Returns why it was offline."""
+    @contextlib.contextmanager
+    def reopening(self) -> Iterator[str | None]:
+        """Online while the broker reopens the directory's logs (yields why it was offline): a failure
+        meanwhile takes it offline anew, any other exception puts it back offline as it was."""
         failure, self.failure = self.failure, None
-        return failure
+        try:
+            yield failure
+        except BaseException:
+            if self.failure is None:
+                self.failure = failure
+            raise
 
 
 class _Guard:

@@ -189,7 +189,7 @@ def test_retention_frees_space_while_offline_but_writes_nothing(tmp_path: Path) 
     assert (log.log_start_offset, log.log_end_offset) == (6, 7)
 
 
-def test_probe_and_reset(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_probe_and_reopening(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     health = LogDirHealth(tmp_path)
     seen: list[str | None] = []
     health.on_offline(lambda h: seen.append(h.failure))
@@ -203,6 +203,11 @@ def test_probe_and_reset(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> No
     assert health.probe(min_free_bytes=0) is None
     assert list(tmp_path.iterdir()) == []  # the probe cleans up after itself
     assert health.offline  # a probe changes nothing by itself
-    assert health.reset() == "append to t-0: [ENOSPC] No space left on device"
+    with pytest.raises(RuntimeError), health.reopening():
+        assert not health.offline
+        raise RuntimeError("a bug while reopening")
+    assert health.failure == "append to t-0: [ENOSPC] No space left on device"  # offline as it was
+    with health.reopening() as why:
+        assert why == "append to t-0: [ENOSPC] No space left on device"
     assert not health.offline
     health.check()
