@@ -97,6 +97,8 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         max_request_bytes=a.max_request_bytes,
         retention_check_interval_ms=a.retention_check_interval_ms,
         cleaner_backoff_ms=a.log_cleaner_backoff_ms,
+        log_dir_probe_interval_ms=a.log_dir_probe_interval_ms,
+        log_dir_min_free_bytes=a.log_dir_min_free_bytes,
         event_loop=a.event_loop,
         topic_defaults=topic_defaults,
         groups=GroupSettings(
@@ -171,6 +173,18 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument("--retention-check-interval-ms", type=int, default=300_000)
     b.add_argument(
         "--log-cleaner-backoff-ms", type=int, default=15_000, help="pause between compaction passes"
+    )
+    b.add_argument(
+        "--log-dir-probe-interval-ms",
+        type=int,
+        default=5000,
+        help="how often an offline log directory is probed to bring it back; -1: only at a restart",
+    )
+    b.add_argument(
+        "--log-dir-min-free-bytes",
+        type=int,
+        default=16 * 1024 * 1024,
+        help="free space an offline log directory needs to come back",
     )
     b.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
     b.add_argument(

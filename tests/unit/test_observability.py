@@ -51,6 +51,7 @@ class FakeView:
     offsets: list[GroupOffset] = field(default_factory=list)
     connections: int = 0
     offline_reads: int = 0
+    offline_dirs: int = 0
 
     def is_controller(self) -> bool:
         return self.controller
@@ -58,6 +59,9 @@ class FakeView:
     def offline_partitions(self) -> int:
         self.offline_reads += 1
         return self.offline
+
+    def offline_log_dirs(self) -> int:
+        return self.offline_dirs
 
     def partitions(self) -> Iterable[FakePartition]:
         return self.parts
@@ -174,6 +178,14 @@ def test_controller_metrics() -> None:
     assert value(s, "brook_active_controller_count") == 0
     assert value(s, "brook_offline_partitions_count") == 0  # only the controller knows; not asked
     assert view.offline_reads == reads
+
+
+def test_offline_log_directory_count() -> None:
+    view = FakeView()
+    registry = BrokerMetrics(view).registry
+    assert value(scrape(registry), "brook_offline_log_directory_count") == 0
+    view.offline_dirs = 1
+    assert value(scrape(registry), "brook_offline_log_directory_count") == 1
 
 
 def test_state_is_read_at_scrape_time() -> None:

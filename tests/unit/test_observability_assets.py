@@ -82,6 +82,7 @@ def test_the_issue_alerts_exist() -> None:
         "BrookOfflinePartitions",
         "BrookActiveControllerCount",
         "BrookConsumerLagGrowing",
+        "BrookOfflineLogDirectory",
     }
     for rule in alerts.values():
         assert rule["labels"]["severity"] in {"warning", "critical"}

@@ -10,8 +10,10 @@ from collections.abc import Mapping
 
 from brook.groups import GroupCoordinator
 from brook.observability import BrokerMetrics
+from brook.protocol.errors import ErrorCode, KafkaError
 
 from .cluster import ClusterNode
+from .log_dir_failure import LogDirFailureHandler
 from .offsets_topic import OffsetsTopic
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
@@ -28,6 +30,7 @@ class Broker:
             self.store = store or LocalMetadataStore(settings.data_dir, settings.cluster_id)
         self.replicas = ReplicaManager(settings, self.store)
         self.groups = GroupCoordinator(OffsetsTopic(self), settings.groups)
+        self.log_dir_failure = LogDirFailureHandler(self)
 
     @property
     def node_id(self) -> int:
@@ -61,7 +64,15 @@ class Broker:
         """(leader, leader epoch, replicas, ISR) of a partition as clients should see it."""
         if self.cluster is not None:
             return self.cluster.partition_state(topic, index)
-        role = self.replicas.partition(topic, index).role
+        p = self.replicas.local_partition(topic, index)
+        if p is None:
+            if not self.replicas.hosts(topic, index):
+                self.replicas.partition(topic, index)  # raises the right error
+            # Not opened: its log directory is offline. This node still leads it (and says
+            # KAFKA_STORAGE_ERROR to its requests, which is clearer to clients than no leader).
+            node = self.settings.node_id
+            return node, -1, [node], [node]
+        role = p.role
         return role.leader, role.leader_epoch, list(role.replicas), list(role.isr)
 
     def leader_epoch(self, topic: str, index: int) -> int:
@@ -112,7 +123,13 @@ class Broker:
         if self.cluster is not None:
             return await self.cluster.allocate_producer_id()
         assert self.store is not None
-        return self.store.allocate_producer_id()
+        try:
+            # From the block in memory; when a new block is reserved, meta.json (in the log directory)
+            # is written.
+            with self.replicas.log_dir.guard("reserving producer ids in", "meta.json", while_offline=True):
+                return self.store.allocate_producer_id()
+        except KafkaError as e:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message) from e
 
     async def append_committed(self, topic: str, index: int, records: memoryview) -> int:
         """Append as the leader and return once the write is committed (acks=all); the base offset."""
@@ -129,8 +146,10 @@ class Broker:
             self.replicas.open()
         self.replicas.start_timers()
         self.groups.start()
+        self.log_dir_failure.start()
 
     async def stop(self) -> None:
+        await self.log_dir_failure.stop()
         if self.cluster is not None:
             await self.cluster.stop()  # controlled shutdown: leaderships move first
         await self.groups.stop()

@@ -123,14 +123,7 @@ class ClusterNode:
     async def stop(self) -> None:
         """Controlled shutdown: resign as controller, leave, wait until leaderships have moved."""
         self._stopping = True
-        with contextlib.suppress(Exception):
-            await self.election.stop()
-        with contextlib.suppress(Exception):
-            await self.registry.deregister()
-        # A leaving broker replicates no more (else leaders keep it in their ISRs meanwhile).
-        for f in self._fetchers.values():
-            await f.stop()
-        self._fetchers.clear()
+        await self.leave()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.settings.controlled_shutdown_timeout_s
         while loop.time() < deadline and self._leaderships_to_move():
@@ -148,6 +141,29 @@ class ClusterNode:
             await f.stop()
         self._fetchers.clear()
         await self.client.close()
+
+    async def leave(self) -> None:
+        """Resign as controller and deregister, so the controller moves this broker's leaderships to
+        in-sync replicas elsewhere and drops it from the ISRs; stop replicating (else leaders keep it in
+        their ISRs meanwhile). The view stays current. Controlled shutdown, and an offline log directory
+        (brook.broker.log_dir_failure), which comes back with `rejoin`."""
+        with contextlib.suppress(Exception):
+            await self.election.stop()
+        with contextlib.suppress(Exception):
+            await self.registry.deregister()
+        for f in self._fetchers.values():
+            await f.stop()
+        self._fetchers.clear()
+
+    async def rejoin(self) -> None:
+        """After `leave` for an offline log directory, now reopened: register again and take the roles
+        etcd gives (the partitions are new objects, so each role is applied as at start)."""
+        if not self.registry.registered.is_set():  # else a retry after a later step failed
+            await self.registry.register()
+        self.live[self.node_id] = self.registry.broker
+        await self.election.start()
+        for rec in list(self.topics.values()):
+            self._apply_topic(rec)
 
     def _leaderships_to_move(self) -> list[tuple[str, int]]:
         """Partitions this broker still leads that another in-sync replica could lead."""
@@ -325,7 +341,7 @@ class ClusterNode:
             self._refresh_fetchers()
         elif isinstance(ev, BrokerLeft):
             self.live.pop(ev.broker_id, None)
-            if ev.broker_id == self.node_id and not self._stopping:
+            if ev.broker_id == self.node_id and not self._stopping and not self._log_dir_offline:
                 log.warning("this broker's registration disappeared; the registry re-registers it")
             self._refresh_fetchers()
         elif isinstance(ev, ControllerChanged):
@@ -394,7 +410,7 @@ class ClusterNode:
     def _follow(self, p: Partition, leader: int) -> None:
         self._unfollow(p)
         info = self.live.get(leader)
-        if leader == NO_LEADER or info is None or self._stopping:
+        if leader == NO_LEADER or info is None or self._stopping or self._log_dir_offline:
             return
         fetcher = self._fetchers.get(leader)
         if fetcher is None or fetcher.address != (info.host, info.port):
@@ -415,6 +431,10 @@ class ClusterNode:
                 if not other.is_leader and other.role.leader == leader and other is not p:
                     fetcher.add(other)
         fetcher.add(p)
+
+    @property
+    def _log_dir_offline(self) -> bool:
+        return self.broker.replicas.log_dir.offline
 
     def _unfollow(self, p: Partition) -> None:
         for f in self._fetchers.values():

@@ -38,13 +38,21 @@ class OffsetsTopic:
         return self._broker.replicas.topic(topic) is not None
 
     def is_local_leader(self, partition: int) -> bool:
+        if self._broker.replicas.log_dir.offline:
+            return False  # nothing can be loaded from it or written to it
         try:
             return self._broker.partition_state(OFFSETS_TOPIC, partition)[0] == self._broker.node_id
         except KafkaError:
             return False
 
     async def append(self, partition: int, batch: bytes) -> None:
-        await self._broker.append_committed(OFFSETS_TOPIC, partition, memoryview(batch))
+        try:
+            await self._broker.append_committed(OFFSETS_TOPIC, partition, memoryview(batch))
+        except KafkaError as e:
+            if e.code != ErrorCode.KAFKA_STORAGE_ERROR:
+                raise
+            # As Kafka's group coordinator: the log is gone from this broker, so is the coordinator.
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, e.message) from e
 
     def read_batches(self, partition: int) -> Iterator[bytes]:
         """Whole batches from the log start to its end, in chunks."""

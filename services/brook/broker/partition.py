@@ -177,8 +177,8 @@ class Partition:
     def isr_change(self, lag_max_ms: int) -> list[int] | None:
         """The ISR this leader should record now (followers lagging too long out, caught-up ones in),
         or None when it is right as it is."""
-        if not self.is_leader:
-            return None
+        if not self.is_leader or self.log.offline:
+            return None  # an offline log's followers stop fetching: that is no reason to drop them
         now = _now_ms()
         isr = [self.node_id]
         for r in self.role.replicas:
@@ -306,6 +306,12 @@ class Partition:
         for _, fut in self._acks:
             if not fut.done():
                 fut.set_exception(KafkaError(code))
+
+    def log_dir_failed(self) -> None:
+        """The log's directory went offline: waiting acks=all produces fail with KAFKA_STORAGE_ERROR
+        (not acknowledged: the new leader may not have them), waiting fetches wake (to that error)."""
+        self._fail_acks(ErrorCode.KAFKA_STORAGE_ERROR)
+        self.wake_fetchers()
 
     def wake_fetchers(self) -> None:
         for fut in self._waiters:

@@ -1,4 +1,9 @@
-"""The partitions this broker hosts: opening their logs, topic lifecycle, retention and flush timers."""
+"""The partitions this broker hosts: opening their logs, topic lifecycle, retention and flush timers.
+
+All of them live in one log directory (`data_dir`), whose health (brook.log.dir_health) is `log_dir`:
+while it is offline, every request for a partition hosted here is answered KAFKA_STORAGE_ERROR, and
+`reopen_logs` brings the partitions back (see log_dir_failure.py).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from brook.config import TopicConfig, validate_topic_config
-from brook.log import PartitionLog
+from brook.log import LogDirHealth, PartitionLog
 from brook.protocol.errors import ErrorCode, KafkaError
 
 from .partition import Partition
@@ -29,6 +34,10 @@ class ReplicaManager:
         self._topics: dict[str, TopicMeta] = {}
         self._by_id: dict[bytes, TopicMeta] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        # Per topic, the partitions hosted here (None: all of them, a single node's own topics).
+        self._local: dict[str, frozenset[int] | None] = {}
+        self.log_dir = LogDirHealth(settings.data_dir)
+        self.log_dir.on_offline(self._log_dir_failed)
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> None:
@@ -79,6 +88,8 @@ class ReplicaManager:
 
     def partition(self, topic: str, index: int) -> Partition:
         p = self._partitions.get((topic, index))
+        if self.log_dir.offline and (p is not None or self.hosts(topic, index)):
+            self.log_dir.check()
         if p is None:
             meta = self._topics.get(topic)
             if meta is not None and 0 <= index < meta.partitions:
@@ -87,6 +98,14 @@ class ReplicaManager:
                 )
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} does not exist")
         return p
+
+    def hosts(self, topic: str, index: int) -> bool:
+        """Whether a replica of the partition belongs here (open or not: its directory may be offline)."""
+        meta = self._topics.get(topic)
+        if meta is None or not 0 <= index < meta.partitions:
+            return False
+        local = self._local.get(topic)
+        return local is None or index in local
 
     def local_partition(self, topic: str, index: int) -> Partition | None:
         return self._partitions.get((topic, index))
@@ -134,6 +153,7 @@ class ReplicaManager:
         open here, others are closed and their data removed. Returns the partitions opened now."""
         self._topics[meta.name] = meta
         self._by_id[meta.topic_id] = meta
+        self._local[meta.name] = None if local is None else frozenset(local)
         config = self.topic_config(meta)
         wanted = set(range(meta.partitions) if local is None else local)
         opened = []
@@ -142,7 +162,9 @@ class ReplicaManager:
             if existing is not None:
                 existing.log.update_config(config)
                 continue
-            plog = PartitionLog.open(self._partition_dir(meta.name, i), config)
+            plog = self._open_log(meta.name, i, config)
+            if plog is None:
+                continue  # opened by reopen_logs once the log directory takes writes again
             p = Partition(meta.name, i, plog, self.settings.node_id, leads=local is None)
             self._partitions[(meta.name, i)] = p
             opened.append(p)
@@ -150,8 +172,18 @@ class ReplicaManager:
             self._drop(topic, i)
         return opened
 
+    def _open_log(self, topic: str, index: int, config: TopicConfig) -> PartitionLog | None:
+        """The partition's log, or None while the log directory is offline (opening may fail it)."""
+        try:
+            return PartitionLog.open(self._partition_dir(topic, index), config, health=self.log_dir)
+        except KafkaError:
+            if self.log_dir.offline:
+                return None
+            raise
+
     def remove_topic(self, name: str) -> TopicMeta | None:
         meta = self._topics.pop(name, None)
+        self._local.pop(name, None)
         if meta is not None:
             self._by_id.pop(meta.topic_id, None)
         for topic, i in [k for k in self._partitions if k[0] == name]:
@@ -165,7 +197,11 @@ class ReplicaManager:
         p.log.close()
         # Rename first so a topic re-created with the same name never sees the old files.
         tomb = p.log.directory.with_name(f"{p.log.directory.name}.{uuid.uuid4().hex}-delete")
-        p.log.directory.rename(tomb)
+        try:
+            p.log.directory.rename(tomb)
+        except OSError as e:  # e.g. a full disk with no room for a longer name: remove it in place
+            log.warning("%s: renaming for deletion failed (%s); removing it in place", p.log.directory, e)
+            shutil.rmtree(p.log.directory, ignore_errors=True)
         self._remove_deleted_dirs()
 
     # -- single-node metadata (a cluster keeps it in etcd: see cluster.py) -------------------------
@@ -184,7 +220,7 @@ class ReplicaManager:
         configs = dict(configs or {})
         n, rf = self.validate_new_topic(name, partitions, replication_factor, configs)
         meta = TopicMeta(name, new_topic_id(), n, rf, {k: v for k, v in configs.items() if v is not None})
-        self._local_store().put_topic(meta)
+        self._put_topic(meta)
         self.apply_topic(meta)
         log.info("created topic %s with %d partitions", name, n)
         return meta
@@ -192,9 +228,12 @@ class ReplicaManager:
     def delete_topic(self, name: str) -> TopicMeta:
         if name not in self._topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-        self._local_store().delete_topic(name)
+        # The data first: on a full disk, removing it is what makes room for the metadata write (a crash
+        # in between leaves the topic listed, empty).
         meta = self.remove_topic(name)
         assert meta is not None
+        with self.log_dir.guard("writing topic metadata for", name, while_offline=True):
+            self._local_store().delete_topic(name)
         log.info("deleted topic %s", name)
         return meta
 
@@ -214,7 +253,7 @@ class ReplicaManager:
         if validate_only:
             return
         meta = TopicMeta(meta.name, meta.topic_id, count, meta.replication_factor, dict(meta.configs))
-        self._local_store().put_topic(meta)
+        self._put_topic(meta)
         self.apply_topic(meta)
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
@@ -223,8 +262,14 @@ class ReplicaManager:
         if meta is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
         meta = TopicMeta(meta.name, meta.topic_id, meta.partitions, meta.replication_factor, dict(configs))
-        self._local_store().put_topic(meta)
+        self._put_topic(meta)
         self.apply_topic(meta)
+
+    def _put_topic(self, meta: TopicMeta) -> None:
+        """Record a topic in `meta.json`, which lives in the log directory: refused while it is offline,
+        and a failed write takes it offline."""
+        with self.log_dir.guard("writing topic metadata for", meta.name):
+            self._local_store().put_topic(meta)
 
     def _partition_dir(self, topic: str, index: int) -> Path:
         return self.settings.data_dir / f"{topic}-{index}"
@@ -235,9 +280,13 @@ class ReplicaManager:
 
     # -- housekeeping ------------------------------------------------------------------------------
     def apply_retention(self) -> int:
+        """Delete expired segments (also while the log directory is offline: that frees space)."""
         deleted = 0
         for p in list(self._partitions.values()):
-            deleted += p.log.apply_retention()
+            try:
+                deleted += p.log.apply_retention()
+            except KafkaError:
+                continue  # KAFKA_STORAGE_ERROR: the directory failed, and said so once
         return deleted
 
     def compact_due(self) -> int:
@@ -245,7 +294,12 @@ class ReplicaManager:
         cleaned = 0
         for p in list(self._partitions.values()):
             if p.log.config.compacted and p.log.compaction_due():
-                stats = p.log.compact()
+                try:
+                    stats = p.log.compact()
+                except KafkaError:
+                    if self.log_dir.offline:
+                        return cleaned  # the directory failed, and said so once
+                    raise
                 cleaned += stats.segments_cleaned
                 if stats.records_removed:
                     log.info(
@@ -261,4 +315,42 @@ class ReplicaManager:
     def flush_due(self) -> None:
         # Appends check flush.messages and flush.ms themselves; this catches partitions that went quiet.
         for p in self._partitions.values():
-            p.log.flush_if_due()
+            if self.log_dir.offline:
+                return  # nothing is written there any more
+            try:
+                p.log.flush_if_due()
+            except KafkaError:
+                return  # KAFKA_STORAGE_ERROR: the directory failed, and said so once
+
+    # -- log directory failure ---------------------------------------------------------------------
+    def _log_dir_failed(self, health: LogDirHealth) -> None:
+        for p in self._partitions.values():
+            p.log_dir_failed()
+
+    def reopen_logs(self) -> bool:
+        """The log directory takes writes again: open every hosted log afresh from disk (recovery
+        re-validates its tail; producer state and leader epochs are rebuilt from it) and replace the
+        partitions with new ones, each in its initial role (a single node leads them; in a cluster,
+        roles are applied next). False when opening failed (the directory is offline again)."""
+        fresh: dict[tuple[str, int], Partition] = {}
+        try:
+            with self.log_dir.reopening():
+                for name, meta in self._topics.items():
+                    local = self._local.get(name)
+                    config = self.topic_config(meta)
+                    for i in range(meta.partitions) if local is None else sorted(local):
+                        plog = PartitionLog.open(self._partition_dir(name, i), config, health=self.log_dir)
+                        p = Partition(name, i, plog, self.settings.node_id, leads=local is None)
+                        fresh[(name, i)] = p
+        except BaseException as e:
+            for p in fresh.values():
+                p.log.release()
+            if isinstance(e, KafkaError) and e.code == ErrorCode.KAFKA_STORAGE_ERROR:
+                return False  # offline again
+            raise
+        # The old logs' state is stale: let go of their files without writing anything.
+        for p in self._partitions.values():
+            p.log_dir_failed()
+            p.log.release()
+        self._partitions = fresh
+        return True

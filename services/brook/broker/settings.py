@@ -27,6 +27,10 @@ class BrokerSettings:
     retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
     flush_check_interval_ms: int = 1000  # log.flush.scheduler.interval.ms
     cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms
+    # An offline log directory (a failed write) is probed this often and comes back once it takes writes
+    # with this much space free (Kafka has neither: it needs a restart); -1: only a restart brings it back.
+    log_dir_probe_interval_ms: int = 5000
+    log_dir_min_free_bytes: int = 16 * 1024 * 1024
     event_loop: str = "asyncio"  # asyncio (zero-copy sendfile) or uvloop (no loop.sendfile support)
     topic_defaults: dict[str, str] = field(default_factory=dict)  # broker-wide topic config defaults
     groups: GroupSettings = field(default_factory=GroupSettings)

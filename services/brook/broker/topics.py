@@ -78,7 +78,10 @@ class MetadataStore(Protocol):
 
 
 class LocalMetadataStore:
-    """Single-node metadata in `<data_dir>/meta.json`, rewritten atomically (write, fsync, rename)."""
+    """Single-node metadata in `<data_dir>/meta.json`, rewritten atomically (write, fsync, rename).
+
+    A change is kept in memory only once it is on disk, so a failed write (OSError: a full disk)
+    changes nothing."""
 
     _BLOCK = 1000  # producer ids reserved per write, so InitProducerId rarely touches the disk
 
@@ -89,21 +92,24 @@ class LocalMetadataStore:
         self._next_pid = 0
         self._pid_limit = 0
         self._cluster_id = cluster_id or ""
+        stored = ""
         if self._path.exists():
             raw = json.loads(self._path.read_text())
-            self._cluster_id = cluster_id or str(raw["cluster_id"])
+            stored = str(raw["cluster_id"])
+            self._cluster_id = cluster_id or stored
             self._topics = {t["name"]: TopicMeta.from_json(t) for t in raw.get("topics", [])}
             # Never hand out an id again after a crash: resume past the reserved block.
             self._next_pid = self._pid_limit = int(raw.get("producer_id_limit", 0))
         if not self._cluster_id:
             self._cluster_id = uuid.uuid4().hex[:22]
-        self._save()
+        if self._cluster_id != stored:  # a new store, or a new id: nothing to write otherwise (a full disk)
+            self._save(self._topics, self._pid_limit)
 
-    def _save(self) -> None:
+    def _save(self, topics: dict[str, TopicMeta], pid_limit: int) -> None:
         doc = {
             "cluster_id": self._cluster_id,
-            "producer_id_limit": self._pid_limit,
-            "topics": [t.to_json() for t in self._topics.values()],
+            "producer_id_limit": pid_limit,
+            "topics": [t.to_json() for t in topics.values()],
         }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -119,18 +125,22 @@ class LocalMetadataStore:
         return dict(self._topics)
 
     def put_topic(self, topic: TopicMeta) -> None:
-        self._topics[topic.name] = topic
-        self._save()
+        topics = {**self._topics, topic.name: topic}
+        self._save(topics, self._pid_limit)
+        self._topics = topics
 
     def delete_topic(self, name: str) -> None:
-        if self._topics.pop(name, None) is None:
+        if name not in self._topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-        self._save()
+        topics = {k: v for k, v in self._topics.items() if k != name}
+        self._save(topics, self._pid_limit)
+        self._topics = topics
 
     def allocate_producer_id(self) -> int:
         if self._next_pid >= self._pid_limit:
-            self._pid_limit = self._next_pid + self._BLOCK
-            self._save()
+            limit = self._next_pid + self._BLOCK
+            self._save(self._topics, limit)
+            self._pid_limit = limit
         pid = self._next_pid
         self._next_pid += 1
         return pid

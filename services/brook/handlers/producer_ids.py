@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from brook.broker.broker import Broker
 from brook.protocol import messages
-from brook.protocol.errors import ErrorCode
+from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
@@ -30,5 +30,8 @@ async def handle_init_producer_id(broker: Broker, hdr: RequestHeader) -> Body | 
             # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
             fields.update(producer_id=pid, producer_epoch=epoch + 1)
         else:
-            fields.update(producer_id=await broker.allocate_producer_id(), producer_epoch=0)
+            try:
+                fields.update(producer_id=await broker.allocate_producer_id(), producer_epoch=0)
+            except KafkaError as e:  # e.g. the ids could not be reserved on disk: retriable
+                fields["error_code"] = e.code
     return messages.encode_response(ApiKey.INIT_PRODUCER_ID, version, fields)

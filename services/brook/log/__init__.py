@@ -6,8 +6,9 @@ lookups by timestamp (records.py).
 """
 
 from brook.log.append import AppendResult
+from brook.log.dir_health import LogDirHealth
 from brook.log.file_slice import FileSlice
 from brook.log.partition_log import PartitionLog
 from brook.log.segment import TimestampAndOffset
 
-__all__ = ["AppendResult", "FileSlice", "PartitionLog", "TimestampAndOffset"]
+__all__ = ["AppendResult", "FileSlice", "LogDirHealth", "PartitionLog", "TimestampAndOffset"]

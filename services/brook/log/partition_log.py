@@ -25,6 +25,7 @@ from brook.log.cleaner import (
     tombstone_due,
     write_cleaner_checkpoint,
 )
+from brook.log.dir_health import LogDirHealth
 from brook.log.file_slice import FileSlice
 from brook.log.recovery import load_segments
 from brook.log.retention import expired_segment_count
@@ -42,7 +43,11 @@ def _base(segment: Segment) -> int:
 
 
 class PartitionLog:
-    """Appends, reads and retention over a partition's segments. Synchronous file I/O; not thread-safe."""
+    """Appends, reads and retention over a partition's segments. Synchronous file I/O; not thread-safe.
+
+    Every operation runs under its log directory's guard (brook.log.dir_health): an OSError takes the
+    directory offline and is answered KAFKA_STORAGE_ERROR, as is every operation after it.
+    """
 
     def __init__(
         self,
@@ -52,8 +57,11 @@ class PartitionLog:
         segments: list[Segment],
         log_start_offset: int,
         cleaner_checkpoint: CleanerCheckpoint | None = None,
+        health: LogDirHealth | None = None,
     ) -> None:
         self.directory = directory
+        self._name = directory.name
+        self._health = health if health is not None else LogDirHealth(directory.parent)
         self._config = config
         self._clock = clock
         self._segments = segments  # oldest first; the last is the active segment
@@ -65,17 +73,25 @@ class PartitionLog:
 
     @classmethod
     def open(
-        cls, directory: Path, config: TopicConfig, *, clock: Callable[[], int] = wall_clock_ms
+        cls,
+        directory: Path,
+        config: TopicConfig,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+        health: LogDirHealth | None = None,
     ) -> PartitionLog:
         """Open (creating it if missing) and recover the partition directory."""
         directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        checkpoint = read_log_start_offset(directory)
-        segments = load_segments(directory, config.index_interval_bytes, clock(), checkpoint)
-        # The checkpoint may lag (a crash between deleting segments and writing it): never below the
-        # first segment.
-        start = min(max(checkpoint or 0, segments[0].base_offset), segments[-1].next_offset)
-        return cls(directory, config, clock, segments, start, read_cleaner_checkpoint(directory))
+        health = health if health is not None else LogDirHealth(directory.parent)
+        with health.guard("opening", directory.name):
+            directory.mkdir(parents=True, exist_ok=True)
+            checkpoint = read_log_start_offset(directory)
+            segments = load_segments(directory, config.index_interval_bytes, clock(), checkpoint)
+            # The checkpoint may lag (a crash between deleting segments and writing it): never below the
+            # first segment.
+            start = min(max(checkpoint or 0, segments[0].base_offset), segments[-1].next_offset)
+            cleaned = read_cleaner_checkpoint(directory)
+        return cls(directory, config, clock, segments, start, cleaned, health)
 
     # ---- state
 
@@ -99,6 +115,11 @@ class PartitionLog:
         return sum(s.size for s in self._segments)
 
     @property
+    def offline(self) -> bool:
+        """The log directory failed: nothing is read or written here until the log is reopened."""
+        return self._health.offline
+
+    @property
     def _active(self) -> Segment:
         return self._segments[-1]
 
@@ -119,25 +140,26 @@ class PartitionLog:
         self._check_open()
         config = self._config
         now = self._clock()
-        prepared = prepare_append(
-            records,
-            config,
-            self.log_end_offset,
-            assign_offsets=assign_offsets,
-            leader_epoch=leader_epoch,
-            now_ms=now,
-        )
-        result = prepared.result
-        self._maybe_roll(len(prepared.data), result.base_offset, result.last_offset, now)
-        self._active.append(prepared.data, prepared.batches, config.index_interval_bytes)
-        self._unflushed_records += result.record_count
-        if self._first_unflushed_ms is None:
-            self._first_unflushed_ms = now
-        if (
-            self._unflushed_records >= config.flush_messages
-            or now - self._first_unflushed_ms >= config.flush_ms
-        ):
-            self.flush()
+        with self._health.guard("append to", self._name):
+            prepared = prepare_append(
+                records,
+                config,
+                self.log_end_offset,
+                assign_offsets=assign_offsets,
+                leader_epoch=leader_epoch,
+                now_ms=now,
+            )
+            result = prepared.result
+            self._maybe_roll(len(prepared.data), result.base_offset, result.last_offset, now)
+            self._active.append(prepared.data, prepared.batches, config.index_interval_bytes)
+            self._unflushed_records += result.record_count
+            if self._first_unflushed_ms is None:
+                self._first_unflushed_ms = now
+            if (
+                self._unflushed_records >= config.flush_messages
+                or now - self._first_unflushed_ms >= config.flush_ms
+            ):
+                self._flush()
         return result
 
     def _maybe_roll(self, incoming: int, first_offset: int, last_offset: int, now: int) -> None:
@@ -184,6 +206,10 @@ class PartitionLog:
     def flush(self) -> None:
         """fsync the active segment (sealed segments were fsynced when rolled)."""
         self._check_open()
+        with self._health.guard("flush of", self._name):
+            self._flush()
+
+    def _flush(self) -> None:
         self._active.flush()
         self._unflushed_records = 0
         self._first_unflushed_ms = None
@@ -204,6 +230,10 @@ class PartitionLog:
         covers at least the first batch. None when there is nothing to return.
         """
         self._check_open()
+        with self._health.guard("read of", self._name):
+            return self._read(offset, max_bytes, max_offset, min_one)
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> FileSlice | None:
         if offset < self._log_start_offset or offset > self.log_end_offset:
             raise KafkaError(
                 ErrorCode.OFFSET_OUT_OF_RANGE,
@@ -239,25 +269,28 @@ class PartitionLog:
     def iter_batch_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
         """Headers of the stored batches whose last offset is >= start_offset, in order."""
         self._check_open()
-        for segment in self._segments[self._segment_index(start_offset) :]:
-            yield from segment.iter_headers(start_offset)
+        with self._health.guard("read of", self._name):
+            for segment in self._segments[self._segment_index(start_offset) :]:
+                yield from segment.iter_headers(start_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         """The first record at or after the log start whose timestamp is >= timestamp_ms (its timestamp,
         offset and leader epoch), or None. Decodes only the batch(es) that may hold it."""
         self._check_open()
         start = self._log_start_offset
-        for segment in self._segments:
-            if segment.max_timestamp < timestamp_ms:
-                continue
-            found = segment.search_timestamp(timestamp_ms, start)
-            if found is not None:
-                return found
+        with self._health.guard("read of", self._name):
+            for segment in self._segments:
+                if segment.max_timestamp < timestamp_ms:
+                    continue
+                found = segment.search_timestamp(timestamp_ms, start)
+                if found is not None:
+                    return found
         return None
 
     def max_timestamp(self) -> TimestampAndOffset | None:
         """The first record with the largest timestamp in the log (ListOffsets MAX_TIMESTAMP), or None."""
         self._check_open()
+        self._health.check()
         best: Segment | None = None
         for segment in self._segments:
             if segment.offset_of_max_timestamp < 0:
@@ -269,18 +302,30 @@ class PartitionLog:
     # ---- retention and truncation
 
     def apply_retention(self) -> int:
-        """Delete the oldest segments past retention.ms / retention.bytes; returns how many were deleted."""
+        """Delete the oldest segments past retention.ms / retention.bytes; returns how many were deleted.
+
+        Also while the log directory is offline, since deleting frees space: then only whole sealed
+        segments go, and nothing is written (the log start checkpoint may lag; open() corrects it).
+        """
         self._check_open()
-        now = self._clock()
-        n = expired_segment_count(self._segments, self._config, now)
-        if n == 0:
-            return 0
-        if n == len(self._segments):
-            self._roll(self.log_end_offset, now)  # the active segment expired: keep the log end offset
-        for segment in self._segments[:n]:  # oldest first, so a crash leaves a contiguous log
-            segment.delete()
-        del self._segments[:n]
-        self._set_log_start_offset(max(self._log_start_offset, self._segments[0].base_offset))
+        offline = self._health.offline
+        with self._health.guard("retention of", self._name, while_offline=True):
+            now = self._clock()
+            n = expired_segment_count(self._segments, self._config, now)
+            if offline:
+                n = min(n, len(self._segments) - 1)
+            if n == 0:
+                return 0
+            if n == len(self._segments):
+                self._roll(self.log_end_offset, now)  # the active segment expired: keep the log end offset
+            for segment in self._segments[:n]:  # oldest first, so a crash leaves a contiguous log
+                segment.delete()
+            del self._segments[:n]
+            start = max(self._log_start_offset, self._segments[0].base_offset)
+            if offline:
+                self._log_start_offset = start
+            else:
+                self._set_log_start_offset(start)
         return n
 
     def _set_log_start_offset(self, offset: int) -> None:
@@ -292,6 +337,10 @@ class PartitionLog:
         """Drop everything and go on, empty, at `offset` (e.g. a follower whose log end is below the
         leader's log start after retention)."""
         self._check_open()
+        with self._health.guard("reset of", self._name):
+            self._reset_to(offset)
+
+    def _reset_to(self, offset: int) -> None:
         for segment in reversed(self._segments):
             segment.delete()
         self._segments[:] = [Segment.create(self.directory, offset, self._clock())]
@@ -306,11 +355,15 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Drop every batch that holds an offset >= `offset` (a batch straddling it goes whole)."""
         self._check_open()
+        with self._health.guard("truncation of", self._name):
+            self._truncate_to(offset)
+
+    def _truncate_to(self, offset: int) -> None:
         if offset >= self.log_end_offset:
             return
         segments = self._segments
         if offset <= segments[0].base_offset or offset < self._log_start_offset:
-            self.reset_to(offset)  # nothing below `offset` survives
+            self._reset_to(offset)  # nothing below `offset` survives
             return
         keep = bisect_left(segments, offset, key=_base)  # segments starting at or after `offset` go
         for segment in reversed(segments[keep:]):
@@ -343,11 +396,12 @@ class PartitionLog:
         def load(base_offset: int) -> Segment:
             return Segment.load(self.directory, base_offset, now, index_interval, recover=False)
 
-        stats, checkpoint = clean_segments(
-            self.directory, self._segments, self._config, now, self._cleaner_checkpoint, load
-        )
-        if checkpoint is not None:
-            self._set_cleaner_checkpoint(checkpoint)
+        with self._health.guard("compaction of", self._name):
+            stats, checkpoint = clean_segments(
+                self.directory, self._segments, self._config, now, self._cleaner_checkpoint, load
+            )
+            if checkpoint is not None:
+                self._set_cleaner_checkpoint(checkpoint)
         return stats
 
     def dirty_ratio(self) -> float:
@@ -359,7 +413,7 @@ class PartitionLog:
         """Whether a compact() pass is worth running: a compacted topic whose dirty ratio reached
         min.cleanable.dirty.ratio, or a kept tombstone has passed delete.retention.ms."""
         config = self._config
-        if self._closed or not config.compacted or len(self._segments) < 2:
+        if self._closed or self.offline or not config.compacted or len(self._segments) < 2:
             return False
         now = self._clock() if now_ms is None else now_ms
         ratio = self.dirty_ratio()
@@ -375,14 +429,30 @@ class PartitionLog:
     # ---- lifecycle
 
     def close(self) -> None:
-        """Seal the active segment (fsync), mark the shutdown clean, release the files."""
+        """Seal the active segment (fsync), mark the shutdown clean, release the files.
+
+        While the log directory is offline (or when this fails), only release them: without the
+        marker, the next open re-validates the tail."""
         if self._closed:
             return
-        self._active.deactivate()
-        for segment in self._segments:
-            segment.release()
-        write_clean_shutdown_marker(self.directory)
-        self._closed = True
+        try:
+            with self._health.guard("closing", self._name):
+                self._active.deactivate()
+                write_clean_shutdown_marker(self.directory)
+        except KafkaError:
+            pass  # the directory is offline: said once already, and the next open recovers
+        finally:
+            for segment in self._segments:
+                segment.release()
+            self._closed = True
+
+    def release(self) -> None:
+        """Let go of the files, writing nothing: after its directory failed, this log's state in memory
+        is stale (the log is reopened from disk instead, and recovers its tail for want of a marker)."""
+        if not self._closed:
+            for segment in self._segments:
+                segment.release()
+            self._closed = True
 
     def delete(self) -> None:
         """Release the files and remove the partition directory."""

@@ -214,11 +214,12 @@ class Segment:
         try:
             while written < len(view):
                 written += os.write(self._append_fd, view[written:])
-        except OSError as e:
-            # Leave no partial batch behind: the append is all-or-nothing.
+        except OSError:
+            # Leave no partial batch behind: the append is all-or-nothing. (Should this fail too, the
+            # torn tail lies past `size`, is never read, and recovery cuts it when the log is reopened.)
             with contextlib.suppress(OSError):
                 os.ftruncate(self._append_fd, start)
-            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"write to {self.log_path} failed: {e}") from e
+            raise  # the log directory's guard takes the directory offline
         self.size = start + len(view)
         self.next_offset = batches[-1][2] + 1
         for pos, base_offset, _last, size, max_ts in batches:

@@ -51,6 +51,13 @@ class StateCollector(Collector):
         except Exception:
             self._failed("controller")
 
+        try:
+            fam["brook_offline_log_directory_count"].add_sample(
+                "brook_offline_log_directory_count", {}, view.offline_log_dirs()
+            )
+        except Exception:
+            self._failed("log directories")
+
         # Partitions: per-replica log gauges, broker-level counts, and the high watermarks lag needs.
         hw: dict[tuple[str, int], int] = {}
         try:
@@ -134,6 +141,10 @@ class StateCollector(Collector):
             _gauge(
                 "brook_offline_partitions_count",
                 "Partitions without a live leader (reported by the active controller, 0 elsewhere).",
+            ),
+            _gauge(
+                "brook_offline_log_directory_count",
+                "Log directories of this broker taken offline by a failed write (a full disk, I/O errors).",
             ),
             _gauge("brook_partitions", "Partition replicas hosted by this broker."),
             _gauge("brook_leader_count", "Partitions led by this broker."),

@@ -31,6 +31,7 @@ brook_isr_expands_total                     kafka.server:type=ReplicaManager,nam
 brook_under_replicated_partitions           kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions
 brook_under_min_isr_partitions              kafka.server:type=ReplicaManager,name=UnderMinIsrPartitionCount
 brook_at_min_isr_partitions                 kafka.server:type=ReplicaManager,name=AtMinIsrPartitionCount
+brook_offline_log_directory_count           kafka.log:type=LogManager,name=OfflineLogDirectoryCount
 brook_partitions                            kafka.server:type=ReplicaManager,name=PartitionCount
 brook_leader_count                          kafka.server:type=ReplicaManager,name=LeaderCount
 brook_offline_partitions_count              kafka.controller:type=KafkaController,name=OfflinePartitionsCount

@@ -60,6 +60,10 @@ class BrokerView(Protocol):
         controller (only the controller knows); other brokers report 0, as Kafka's do."""
         ...
 
+    def offline_log_dirs(self) -> int:
+        """Log directories of this broker that are offline (a write failed there): 0 or 1."""
+        ...
+
     def partitions(self) -> Iterable[PartitionView]:
         """Every partition replica this broker hosts."""
         ...

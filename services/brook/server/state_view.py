@@ -75,6 +75,9 @@ class BrokerState:
             return 0  # a single node leads every partition it has
         return sum(1 for st in cluster.states.values() if st.leader not in cluster.live)
 
+    def offline_log_dirs(self) -> int:
+        return 1 if self.broker.replicas.log_dir.offline else 0
+
     def partitions(self) -> Iterable[PartitionState]:
         return [PartitionState(p) for p in self.broker.replicas.partitions()]
 
@@ -90,7 +93,11 @@ class BrokerState:
         return len(self.server.connections)
 
     def ready(self) -> tuple[bool, str]:
-        """Ready for traffic: listening, and in a cluster registered and in sync where it replicates."""
+        """Ready for traffic: listening, its log directory online, and in a cluster registered and in
+        sync where it replicates."""
+        log_dir = self.broker.replicas.log_dir
+        if log_dir.failure is not None:
+            return False, f"log directory {log_dir.path} is offline: {log_dir.failure}"
         cluster = self.broker.cluster
         if cluster is None:
             return True, "serving"
