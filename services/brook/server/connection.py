@@ -15,6 +15,7 @@ from typing import cast
 
 from brook.broker.broker import Broker
 from brook.handlers.context import CLIENT_HOST
+from brook.log.file_slice import FileSlice
 from brook.protocol.fetch import RecordsRef
 from brook.protocol.frames import parse_request
 from brook.protocol.primitives import CodecError
@@ -63,6 +64,7 @@ class Connection(asyncio.BufferedProtocol):
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
         self._reading_paused = False
+        self._sendfile_active = False
         self._closed = False
         self.peer = "?"
 
@@ -185,39 +187,82 @@ class Connection(asyncio.BufferedProtocol):
         except (CodecError, CloseConnection) as e:
             log.warning("%s: %s; closing the connection", self.peer, e)
             self.close()
+        except ConnectionError as e:  # the client went away in the middle of a response
+            log.debug("%s: %s; closing the connection", self.peer, e)
+            self.close()
         except Exception:
             log.exception("%s: request failed; closing the connection", self.peer)
             self.close()
+        finally:
+            # close() defers to here while a sendfile is in flight (see close()).
+            if self._closed and self._transport is not None and not self._transport.is_closing():
+                self._transport.close()
 
     async def _write(self, pieces: list[bytes | RecordsRef]) -> None:
         transport = self._transport
         assert transport is not None
-        loop = asyncio.get_running_loop()
         pending: list[bytes] = []
         for piece in pieces:
             if isinstance(piece, bytes):
                 pending.append(piece)
                 continue
+            records = cast(FileSlice, piece)  # the log's RecordsRef
             if not self._native_sendfile:
-                pending.append(piece.read())  # type: ignore[attr-defined]
+                pending.append(records.read())
                 continue
-            if pending:
-                transport.writelines(pending)
-                pending = []
-            # Zero-copy: the kernel moves the segment range to the socket (waits for buffered bytes first).
-            await loop.sendfile(transport, piece.file, piece.position, piece.size, fallback=False)  # type: ignore[attr-defined]
-        if pending:
-            transport.writelines(pending)
-        if self._drained is not None:
+            if not _send(transport, pending):
+                return
+            pending = []
+            await self._sendfile(transport, records)
+        if _send(transport, pending) and self._drained is not None:
             await self._drained
 
+    async def _sendfile(self, transport: asyncio.Transport, piece: FileSlice) -> None:
+        """Zero-copy: the kernel moves the segment range to the socket (after the bytes queued before it)."""
+        if transport.is_closing():
+            return
+        self._sendfile_active = True
+        try:
+            await asyncio.get_running_loop().sendfile(
+                transport, piece.file, piece.position, piece.size, fallback=False
+            )
+        except asyncio.SendfileNotAvailableError:
+            # Raised only when nothing was sent (the first os.sendfile failed, often because the client has
+            # gone): send the range as bytes; a dead socket then closes the transport as any write does.
+            _send(transport, [piece.read()])
+        finally:
+            self._sendfile_active = False
+
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            if self._transport is not None:
-                self._transport.close()
+        if self._closed:
+            return
+        self._closed = True
+        if self._sendfile_active and self._task is not None:
+            # Never close the transport under an in-flight sendfile: the socket would be closed while
+            # sock_sendfile still has a writer registered for it, and its cleanup runs an iteration later
+            # (after the fd number may belong to a new connection). Cancel the sendfile; _serve's finally
+            # closes the transport once it has unwound.
+            self._task.cancel()
+            return
+        if self._transport is not None:
+            self._transport.close()
 
     async def wait_closed(self) -> None:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+def _send(transport: asyncio.Transport, data: list[bytes]) -> bool:
+    """Write `data` unless the transport is closing (the response is then dropped); False: it is closing.
+
+    Not only pointless: on Python 3.12+ writelines() on a transport whose connection is lost (not yet
+    reported to connection_lost) registers a writer for a socket about to be closed (CPython gh-136234).
+    The stale selector key makes the next connection given that fd number fail to start reading
+    (FileNotFoundError in _add_reader), and that client is never answered.
+    """
+    if transport.is_closing():
+        return False
+    if data:
+        transport.writelines(data)
+    return True
