@@ -35,6 +35,8 @@ REPO = Path(__file__).resolve().parents[2]
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 # Tests that only pass against a broker that does not create topics on Metadata requests.
 NO_AUTOCREATE = ("0107", "0111")
+# Tests that need 3 brokers whatever the run (0101 creates its topic with 3 replicas in 3 racks).
+CLUSTER_ONLY = ("0101",)
 # Tests for what Brook does not have yet (issue 13: transactions; issue 14: TLS and SASL); --all runs them.
 NOT_YET = {
     "0055": "transactions", "0061": "transactions", "0098": "transactions", "0103": "transactions",
@@ -130,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     # long ones run alone with their own time limit.
     runs: list[tuple[bool, int, list[str], int]] = []
     for auto, brokers, ids in (
-        (True, 3 if a.cluster else 1, [t for t in tests if t not in NO_AUTOCREATE and t not in LONG]),
+        (True, 3 if a.cluster else 1, [t for t in tests if t not in (*NO_AUTOCREATE, *CLUSTER_ONLY, *LONG)]),
+        (True, 3, [t for t in tests if t in CLUSTER_ONLY]),
         (False, 3, [t for t in tests if t in NO_AUTOCREATE]),
     ):
         runs += [
