@@ -18,7 +18,9 @@ from tests.support.records import batch
 PID = 4000
 
 
-def header(seq: int, records: int = 1, *, pid: int = PID, epoch: int = 0, base_offset: int = 0) -> BatchHeader:
+def header(
+    seq: int, records: int = 1, *, pid: int = PID, epoch: int = 0, base_offset: int = 0
+) -> BatchHeader:
     return BatchHeader(
         base_offset=base_offset,
         batch_length=100,
