@@ -1,0 +1,232 @@
+"""Replication on a real cluster (etcd + three broker processes) with real clients: a deposed leader's
+divergent records are truncated by leader epoch and every replica ends byte-identical; leaders killed with
+batches in flight lose, duplicate and reorder nothing; committed offsets survive the group coordinator's
+crash; regressions of cabb6de (reordering reassignment, __consumer_offsets replication factor)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.record.default_records import DefaultRecordBatch
+
+from tests.support.broker import BrokerProcess
+from tests.support.cluster import Cluster, eventually
+
+pytestmark = pytest.mark.slow
+
+
+# -- helpers ------------------------------------------------------------------------------------------
+
+
+def start_cluster(root: Path, extra: list[str] | None = None) -> Cluster:
+    c = Cluster(root, extra_args=extra)
+    try:
+        return c.start()
+    except BaseException:
+        c.stop()
+        raise
+
+
+def kill_cluster(c: Cluster) -> None:
+    """kill -9 every broker (nothing to check at shutdown here, and it is quicker), then stop etcd."""
+    for b in c.brokers:
+        b.kill()
+    c.etcd.stop()
+
+
+def node_id(b: BrokerProcess) -> int:
+    return int(b.args[1])
+
+
+def live_bootstrap(c: Cluster, *exclude: int) -> str:
+    return ",".join(
+        b.bootstrap
+        for b in c.brokers
+        if node_id(b) not in exclude and b.proc is not None and b.proc.poll() is None
+    )
+
+
+def create(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, 3, config=config or {})])[name].result(20)
+
+
+def partition_md(bootstrap: str, topic: str, p: int = 0) -> Any:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.list_topics(topic, timeout=5).topics[topic].partitions[p]
+
+
+def log_batches(b: BrokerProcess, topic: str, partition: int = 0) -> list[bytes]:
+    """The whole record batches in a replica's segment files, in offset order, as stored."""
+    out: list[bytes] = []
+    directory = b.data_dir / f"{topic}-{partition}"
+    for seg in sorted(directory.glob("*.log")):
+        data = seg.read_bytes()
+        pos = 0
+        while pos + 12 <= len(data):
+            length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True)
+            if length <= 0 or pos + 12 + length > len(data):
+                break  # a batch being written
+            out.append(data[pos : pos + 12 + length])
+            pos += 12 + length
+    return out
+
+
+def end_offset(batches: list[bytes]) -> int:
+    if not batches:
+        return 0
+    last = DefaultRecordBatch(batches[-1])
+    return int(last.base_offset + last.last_offset_delta + 1)
+
+
+def values(batches: list[bytes]) -> list[bytes]:
+    return [bytes(r.value) for raw in batches for r in DefaultRecordBatch(raw)]
+
+
+def stop_signal(b: BrokerProcess, sig: int) -> None:
+    assert b.proc is not None and b.proc.poll() is None
+    os.kill(b.proc.pid, sig)
+
+
+class Acks:
+    def __init__(self) -> None:
+        self.ok: list[tuple[int, int, bytes]] = []
+        self.errors: list[KafkaError] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        with self.lock:
+            if err is None:
+                self.ok.append((msg.partition(), msg.offset(), msg.value()))
+            else:
+                self.errors.append(err)
+
+
+def produce_all(
+    bootstrap: str, topic: str, vals: list[bytes], acks: str = "all", timeout: float = 30
+) -> Acks:
+    acked = Acks()
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": acks,
+            "linger.ms": 0,
+            "enable.idempotence": acks == "all",
+            "message.timeout.ms": int(timeout * 1000),
+        }
+    )
+    for v in vals:
+        p.produce(topic, v, on_delivery=acked)
+        p.poll(0)
+    assert p.flush(timeout + 5) == 0
+    assert not acked.errors and len(acked.ok) == len(vals), acked.errors[:3]
+    return acked
+
+
+# -- 1. leader-epoch truncation ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def slow_isr_cluster(tmp_path: Path) -> Iterator[Cluster]:
+    # A lag window much longer than the moments the followers are frozen, so the leader never drops them
+    # from the ISR by itself; a 3 s lease so a frozen follower stays registered meanwhile.
+    c = start_cluster(tmp_path, ["--replica-lag-time-max-ms", "15000", "--lease-ttl", "3"])
+    try:
+        yield c
+    finally:
+        kill_cluster(c)
+
+
+@pytest.mark.parametrize("old_leader_returns_by", ["restart", "resume"])
+def test_deposed_leader_truncates_its_divergent_records(
+    slow_isr_cluster: Cluster, old_leader_returns_by: str
+) -> None:
+    """The leader appends records (acks=1) its frozen followers never fetch, then stops; a follower takes
+    over and takes new writes at the same offsets; the old leader comes back (restarted after kill -9, or
+    woken from SIGSTOP as a zombie that still believes it leads). It must truncate to the new leader's
+    epoch boundary (OffsetForLeaderEpoch), and all replicas end byte-identical."""
+    c = slow_isr_cluster
+    topic = "diverge"
+    create(c.bootstrap, topic, config={"min.insync.replicas": "2"})
+    committed = [f"c{i:03d}".encode() for i in range(20)]
+    produce_all(c.bootstrap, topic, committed)
+    md = partition_md(c.bootstrap, topic)
+    assert sorted(md.isrs) == [0, 1, 2]
+    old = c.broker(md.leader)
+    followers = [c.broker(r) for r in md.replicas if r != md.leader]
+    follower_ids = [node_id(f) for f in followers]
+
+    # Freeze the followers, then write to the leader alone. A follower may have had a fetch waiting on the
+    # leader: the first write ("edge") answers it (the bytes wait in the frozen follower's socket); no
+    # follower can ask again, so everything after it is certainly on the leader only.
+    for f in followers:
+        stop_signal(f, signal.SIGSTOP)
+    try:
+        produce_all(old.bootstrap, topic, [b"edge"], acks="1", timeout=10)
+        lost = [f"lost{i:02d}".encode() for i in range(10)]
+        produce_all(old.bootstrap, topic, lost, acks="1", timeout=10)
+        if old_leader_returns_by == "restart":
+            old.kill()
+        else:
+            stop_signal(old, signal.SIGSTOP)
+    finally:
+        for f in followers:
+            stop_signal(f, signal.SIGCONT)
+    old_log = log_batches(old, topic)
+    assert values(old_log) == [*committed, b"edge", *lost]
+
+    survivors = (
+        live_bootstrap(c, node_id(old))
+        if old_leader_returns_by == "restart"
+        else ",".join(f.bootstrap for f in followers)
+    )
+    (new_leader,) = eventually(
+        lambda: [lead for lead in [partition_md(survivors, topic).leader] if lead in follower_ids],
+        30,
+        "a follower to take over",
+    )
+    leader_b = c.broker(new_leader)
+    # The divergence is real: the new leader's log ends before the old leader's and has none of `lost`.
+    new_log = log_batches(leader_b, topic)
+    assert end_offset(new_log) < end_offset(old_log)
+    assert not set(values(new_log)) & set(lost)
+
+    fresh = [f"new{i:03d}".encode() for i in range(30)]
+    produce_all(survivors, topic, fresh)
+
+    if old_leader_returns_by == "restart":
+        old.start()
+    else:
+        stop_signal(old, signal.SIGCONT)
+
+    def caught_up() -> bool:
+        target = end_offset(log_batches(leader_b, topic))
+        md = partition_md(survivors, topic)
+        ends = {node_id(b): end_offset(log_batches(b, topic)) for b in c.brokers}
+        if md.leader == new_leader and sorted(md.isrs) == [0, 1, 2] and set(ends.values()) == {target}:
+            return True
+        raise AssertionError(f"leader {md.leader}, ISR {md.isrs}, log ends {ends}")
+
+    eventually(caught_up, 40, "the old leader to rejoin the ISR at the new leader's log end")
+    logs = {node_id(b): log_batches(b, topic) for b in c.brokers}
+    expected = [*committed, *([b"edge"] if b"edge" in values(logs[new_leader]) else []), *fresh]
+    for n, batches in logs.items():
+        assert values(batches) == expected, f"broker {n}"
+        assert batches == logs[new_leader], f"broker {n}'s batches differ from the leader's"
+    # The truncation point is the new leader's epoch boundary: the batches after it carry the new epoch.
+    epochs = [DefaultRecordBatch(b).leader_epoch for b in logs[node_id(old)]]
+    boundary = len(committed) + (1 if b"edge" in expected else 0)
+    starts = [DefaultRecordBatch(b).base_offset for b in logs[node_id(old)]]
+    old_epoch = max(e for e, s in zip(epochs, starts, strict=True) if s < boundary)
+    assert all(e > old_epoch for e, s in zip(epochs, starts, strict=True) if s >= boundary)
+    # Segment files byte for byte (one segment each at this size).
+    files = {n: b"".join(batches) for n, batches in logs.items()}
+    assert len(set(files.values())) == 1
