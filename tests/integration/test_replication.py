@@ -6,14 +6,16 @@ crash; regressions of cabb6de (reordering reassignment, __consumer_offsets repli
 from __future__ import annotations
 
 import os
+import random
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.record.default_records import DefaultRecordBatch
 
@@ -230,3 +232,140 @@ def test_deposed_leader_truncates_its_divergent_records(
     # Segment files byte for byte (one segment each at this size).
     files = {n: b"".join(batches) for n, batches in logs.items()}
     assert len(set(files.values())) == 1
+
+
+# -- 2. leaders killed with batches in flight -------------------------------------------------------
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = start_cluster(tmp_path)
+    try:
+        yield c
+    finally:
+        kill_cluster(c)
+
+
+def read_to_end(
+    bootstrap: str, topic: str, partitions: int, timeout: float = 60
+) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of each partition up to its end offset now: {partition: [(offset, value)]}."""
+    cons = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{time.monotonic()}",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+    try:
+        ends = {
+            p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
+        }
+        cons.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + timeout
+        while len(done) < partitions and time.monotonic() < deadline:
+            m = cons.poll(0.5)
+            if m is not None and m.error() is None:
+                got[m.partition()].append((m.offset(), m.value()))
+                if m.offset() >= ends[m.partition()] - 1:
+                    done.add(m.partition())
+    finally:
+        cons.close()
+    assert len(done) == partitions, f"read to the end of {sorted(done)} of {partitions} partitions only"
+    return got
+
+
+def test_leaders_killed_with_batches_in_flight_lose_duplicate_and_reorder_nothing(cluster: Cluster) -> None:
+    seed = int(os.environ.get("BROOK_TEST_SEED", random.randrange(1 << 30)))
+    print(f"seed {seed} (BROOK_TEST_SEED={seed} repeats this run)")
+    rng = random.Random(seed)
+    topic, partitions = "inflight", 6
+    create(cluster.bootstrap, topic, partitions, {"min.insync.replicas": "2"})
+    all_brokers = ",".join(b.bootstrap for b in cluster.brokers)
+    acks = Acks()
+    stop = threading.Event()
+    produced = [0]
+
+    def produce() -> None:
+        p = Producer(
+            {
+                "bootstrap.servers": all_brokers,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+                "retry.backoff.ms": 100,
+                "message.timeout.ms": 120_000,
+            }
+        )
+        i = 0
+        while not stop.is_set():
+            try:
+                # The value carries the record's sequence number in the whole run.
+                p.produce(topic, f"{i:08d}".encode(), partition=i % partitions, on_delivery=acks)
+            except BufferError:
+                p.poll(0.05)
+                continue
+            i += 1
+            produced[0] = i
+            p.poll(0)
+            if i % 5 == 0:
+                time.sleep(0.002)  # ~2000 records/s: plenty in flight, little to read back
+        assert p.flush(120) == 0
+        in_flight_at_end.append(len(p))
+
+    in_flight_at_end: list[int] = []
+    t = threading.Thread(target=produce)
+    t.start()
+    in_flight_at_kill: list[int] = []
+    try:
+        for kill in range(3):
+            wanted = len(acks.ok) + rng.randrange(300, 1500)
+            eventually(lambda n=wanted: len(acks.ok) >= n, 30, f"{wanted} acknowledged records")
+            md = AdminClient({"bootstrap.servers": live_bootstrap(cluster)}).list_topics(topic, timeout=10)
+            victim = md.topics[topic].partitions[rng.randrange(partitions)].leader
+            time.sleep(rng.random() * 0.1)  # a random point in the producer's stream
+            outstanding = produced[0] - len(acks.ok) - len(acks.errors)
+            cluster.broker(victim).kill()
+            in_flight_at_kill.append(outstanding)
+            print(f"kill {kill}: broker {victim} with {outstanding} records unacknowledged")
+            survivors = live_bootstrap(cluster)
+
+            def moved(victim: int = victim, survivors: str = survivors) -> bool:
+                parts = AdminClient({"bootstrap.servers": survivors}).list_topics(topic, timeout=5)
+                return all(p.leader not in (victim, -1) for p in parts.topics[topic].partitions.values())
+
+            eventually(moved, 30, f"leaders away from broker {victim}")
+            cluster.broker(victim).start()
+
+            def whole() -> bool:
+                parts = AdminClient({"bootstrap.servers": live_bootstrap(cluster)}).list_topics(
+                    topic, timeout=5
+                )
+                return all(len(p.isrs) == 3 for p in parts.topics[topic].partitions.values())
+
+            eventually(whole, 40, "every ISR whole again")
+    finally:
+        stop.set()
+        t.join(150)
+    assert not t.is_alive()
+    assert in_flight_at_end == [0]
+    assert all(n > 0 for n in in_flight_at_kill), in_flight_at_kill
+    assert not acks.errors, acks.errors[:3]
+    assert len(acks.ok) == produced[0]
+    got = read_to_end(live_bootstrap(cluster), topic, partitions)
+    for p in range(partitions):
+        sent = [f"{i:08d}".encode() for i in range(p, produced[0], partitions)]
+        read = [v for _, v in got[p]]
+        assert len(read) == len(set(read)), f"partition {p}: duplicates"
+        assert read == sent, f"partition {p}: {len(read)} records read, {len(sent)} sent (lost or reordered)"
+        # Each acknowledged offset holds the record it was acknowledged for.
+        at = dict(got[p])
+        for part, offset, value in acks.ok:
+            if part == p:
+                assert offset is not None and offset >= 0, f"{value!r} acknowledged without its offset"
+                assert at.get(offset) == value, (
+                    f"{value!r} acknowledged at {offset}, which holds {at.get(offset)!r}"
+                )
