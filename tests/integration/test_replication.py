@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.record.default_records import DefaultRecordBatch
 
@@ -369,3 +369,116 @@ def test_leaders_killed_with_batches_in_flight_lose_duplicate_and_reorder_nothin
                 assert at.get(offset) == value, (
                     f"{value!r} acknowledged at {offset}, which holds {at.get(offset)!r}"
                 )
+
+
+# -- 4. committed offsets across the group coordinator's crash ----------------------------------------
+
+
+def group_consumer(bootstrap: str, group: str) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",  # a lost commit shows up as records read again
+            "enable.auto.commit": False,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 500,
+            "fetch.queue.backoff.ms": 10,
+        }
+    )
+
+
+def consume(c: Consumer, n: int, timeout: float = 30) -> list[tuple[int, int, bytes]]:
+    got: list[tuple[int, int, bytes]] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append((m.partition(), m.offset(), m.value()))
+    assert len(got) == n, f"read {len(got)} of {n} records"
+    return got
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    req = [ConsumerGroupTopicPartitions(group)]
+    res = admin.list_consumer_group_offsets(req, request_timeout=5)[group].result(6)
+    return {tp.partition: tp.offset for tp in res.topic_partitions if tp.offset >= 0}
+
+
+def coordinator_of(bootstrap: str, group: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return int(admin.describe_consumer_groups([group], request_timeout=5)[group].result(6).coordinator.id)
+
+
+def test_committed_offsets_survive_the_coordinators_crash(cluster: Cluster) -> None:
+    topic, group, partitions = "work", "survivors", 3
+    create(cluster.bootstrap, topic, partitions)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(600):
+        p.produce(topic, f"w{i:04d}".encode(), partition=i % partitions)
+    assert p.flush(30) == 0
+    c = group_consumer(cluster.bootstrap, group)
+    c.subscribe([topic])
+    first = consume(c, 100)
+    c.commit(asynchronous=False)
+    second = consume(c, 150)  # a second commit further on: losing it would resume at the first
+    c.commit(asynchronous=False)
+    c.close()
+    committed: dict[int, int] = {}
+    for q, o, _ in first + second:
+        committed[q] = max(committed.get(q, 0), o + 1)
+    read_before = first + second
+    assert committed_offsets(cluster.bootstrap, group) == committed
+    # Every replica of __consumer_offsets is on all three brokers (offsets.topic.replication.factor 3).
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics("__consumer_offsets", timeout=10)
+    assert {len(p.replicas) for p in md.topics["__consumer_offsets"].partitions.values()} == {3}
+
+    coordinator = coordinator_of(cluster.bootstrap, group)
+    cluster.broker(coordinator).kill()
+    survivors = live_bootstrap(cluster)
+    eventually(
+        lambda: coordinator_of(survivors, group) not in (coordinator, -1), 30, "a new group coordinator"
+    )
+
+    def offsets_back() -> bool:
+        now = committed_offsets(survivors, group)
+        if now != committed:
+            raise AssertionError(f"OffsetFetch answers {now}, committed {committed}")
+        return True
+
+    eventually(offsets_back, 30, "the committed offsets from the new coordinator")
+
+    c = group_consumer(survivors, group)
+    c.subscribe([topic])
+    rest = consume(c, 600 - len(read_before))
+    c.close()
+    for p in range(partitions):
+        resumed = sorted(o for q, o, _ in rest if q == p)
+        start = committed.get(p, 0)
+        assert resumed == list(range(start, start + len(resumed))), f"partition {p}"
+    assert sorted(v for *_, v in read_before + rest) == [f"w{i:04d}".encode() for i in range(600)]
+
+
+# -- 5. regressions of cabb6de ----------------------------------------------------------------------
+
+
+def test_offsets_topic_replication_factor_is_capped_by_the_live_brokers(tmp_path: Path) -> None:
+    """Two brokers, offsets.topic.replication.factor 3 (the cluster default): __consumer_offsets gets 2
+    replicas per partition and groups work (before: its creation failed and no group had a coordinator)."""
+    c = Cluster(tmp_path, brokers=2)
+    try:
+        c.start()
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        admin.create_topics([NewTopic("two", 1, 2)])["two"].result(20)
+        produce_all(c.bootstrap, "two", [b"a", b"b"])
+        cons = group_consumer(c.bootstrap, "small")
+        cons.subscribe(["two"])
+        consume(cons, 2)
+        cons.commit(asynchronous=False)
+        cons.close()
+        assert committed_offsets(c.bootstrap, "small") == {0: 2}
+        md = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
+        assert {len(p.replicas) for p in md.partitions.values()} == {2}
+    finally:
+        kill_cluster(c)
