@@ -482,3 +482,61 @@ def test_offsets_topic_replication_factor_is_capped_by_the_live_brokers(tmp_path
         assert {len(p.replicas) for p in md.partitions.values()} == {2}
     finally:
         kill_cluster(c)
+
+
+def test_a_reassignment_that_only_reorders_replicas_moves_leadership_to_the_first(cluster: Cluster) -> None:
+    from kafka import KafkaAdminClient
+    from kafka import TopicPartition as KTP
+
+    topic = "reorder"
+    create(cluster.bootstrap, topic, config={"min.insync.replicas": "2"})
+    produce_all(cluster.bootstrap, topic, [f"a{i}".encode() for i in range(50)])
+    md = partition_md(cluster.bootstrap, topic)
+    target = [r for r in md.replicas if r != md.leader] + [md.leader]  # same brokers, leader last
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        admin.alter_partition_reassignments({KTP(topic, 0): target})
+
+        def done() -> bool:
+            now = partition_md(cluster.bootstrap, topic)
+            state = (list(now.replicas), now.leader, sorted(now.isrs), admin.list_partition_reassignments())
+            if state[:3] == (target, target[0], [0, 1, 2]) and not state[3]:
+                return True
+            raise AssertionError(f"replicas, leader, ISR, reassignments: {state}")
+
+        eventually(done, 30, "the new order, its first replica leading, the reassignment finished")
+    finally:
+        admin.close()
+    produce_all(cluster.bootstrap, topic, [f"b{i}".encode() for i in range(50)])
+    got = read_to_end(cluster.bootstrap, topic, 1)[0]
+    assert [v for _, v in got] == [f"a{i}".encode() for i in range(50)] + [
+        f"b{i}".encode() for i in range(50)
+    ]
+
+
+def test_a_dead_follower_stays_out_of_the_isr(cluster: Cluster) -> None:
+    """Regression (cabb6de): a killed follower leaves the ISR and is not put back from its stale log end
+    (before, the leader re-added it every ISR check and the controller removed it again)."""
+    topic = "deadisr"
+    create(cluster.bootstrap, topic, 3)
+    produce_all(cluster.bootstrap, topic, [f"r{i}".encode() for i in range(30)])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    dead = admin.describe_cluster().result(10).controller.id
+    dead = next(b for b in range(3) if b != dead)  # not the controller: its removal is quicker to see
+    cluster.broker(dead).kill()
+    survivors = live_bootstrap(cluster)
+
+    def isrs() -> list[list[int]]:
+        parts = AdminClient({"bootstrap.servers": survivors}).list_topics(topic, timeout=5).topics[topic]
+        return [list(p.isrs) for p in parts.partitions.values()]
+
+    eventually(lambda: all(dead not in isr for isr in isrs()), 20, f"broker {dead} out of every ISR")
+    # Watch it over many ISR checks (every 250 ms) with nothing produced: it must never come back.
+    seen: list[list[list[int]]] = []
+    until = time.monotonic() + 4
+    while time.monotonic() < until:
+        now = isrs()
+        seen.append(now)
+        assert all(dead not in isr for isr in now), f"dead broker {dead} back in an ISR: {now}"
+        time.sleep(0.05)
+    assert len(seen) > 10
