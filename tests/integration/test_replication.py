@@ -540,3 +540,26 @@ def test_a_dead_follower_stays_out_of_the_isr(cluster: Cluster) -> None:
         assert all(dead not in isr for isr in now), f"dead broker {dead} back in an ISR: {now}"
         time.sleep(0.05)
     assert len(seen) > 10
+
+
+# -- 3 (cluster). a consumer's long poll on a replicated partition ------------------------------------
+
+
+def test_a_consumers_long_poll_returns_when_the_high_watermark_moves(cluster: Cluster) -> None:
+    """On a leader the appended records are not visible to consumers until the followers have them: the
+    waiting fetch must be woken by the high watermark's move, not only by the append."""
+    from tests.integration.test_fetch_long_poll import PendingFetch
+    from tests.support.raw import RawClient
+
+    topic = "hwpoll"
+    create(cluster.bootstrap, topic, config={"min.insync.replicas": "2"})
+    produce_all(cluster.bootstrap, topic, [b"first"])
+    leader = cluster.broker(partition_md(cluster.bootstrap, topic).leader)
+    with RawClient(leader.bootstrap, timeout=30) as reader:
+        pending = PendingFetch(reader, topic, 1, max_wait_ms=20_000)
+        assert not pending.answered_within(0.5), "answered at once with nothing to return"
+        produce_all(cluster.bootstrap, topic, [b"second"])
+        acked_at = time.monotonic()
+        _, part = pending.result()
+        assert time.monotonic() - acked_at < 5.0, "the fetch slept through the high watermark's move"
+        assert part.high_watermark == 2 and len(part.records or b"") > 0
