@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.record.default_records import DefaultRecordBatch
 
 from tests.support.broker import BrokerProcess
 from tests.support.cluster import Cluster, eventually
+from tests.support.raw import RawClient
 
 pytestmark = pytest.mark.slow
 
@@ -399,16 +400,36 @@ def consume(c: Consumer, n: int, timeout: float = 30) -> list[tuple[int, int, by
     return got
 
 
-def committed_offsets(bootstrap: str, group: str) -> dict[int, int]:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    req = [ConsumerGroupTopicPartitions(group)]
-    res = admin.list_consumer_group_offsets(req, request_timeout=5)[group].result(6)
-    return {tp.partition: tp.offset for tp in res.topic_partitions if tp.offset >= 0}
+# FindCoordinator and OffsetFetch go over the raw client: librdkafka 2.16's admin group calls abort the
+# test process while the coordinator is down (rdkafka_queue.h: eonce->refcnt > 0).
+def coordinator_of(c: Cluster, group: str) -> int:
+    """The group's coordinator as a live broker answers FindCoordinator; -1 while there is none."""
+    from kafka.protocol.metadata import FindCoordinatorRequest
+
+    with RawClient(live_bootstrap(c).split(",")[0], timeout=10) as raw:
+        r = raw.request(FindCoordinatorRequest(key=group, key_type=0), 2)
+    return int(r.node_id) if r.error_code == 0 else -1
 
 
-def coordinator_of(bootstrap: str, group: str) -> int:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    return int(admin.describe_consumer_groups([group], request_timeout=5)[group].result(6).coordinator.id)
+def committed_offsets(c: Cluster, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """OffsetFetch on the group's coordinator: {partition: committed offset} of those committed."""
+    from kafka.protocol.consumer import OffsetFetchRequest as O
+
+    coordinator = coordinator_of(c, group)
+    assert coordinator >= 0, "no coordinator"
+    req = O(
+        group_id=group,
+        topics=[O.OffsetFetchRequestTopic(name=topic, partition_indexes=list(range(partitions)))],
+    )
+    with RawClient(c.broker(coordinator).bootstrap, timeout=10) as raw:
+        r = raw.request(req, 5)
+    assert r.error_code == 0, r
+    return {
+        p.partition_index: p.committed_offset
+        for t in r.topics
+        for p in t.partitions
+        if p.committed_offset >= 0
+    }
 
 
 def test_committed_offsets_survive_the_coordinators_crash(cluster: Cluster) -> None:
@@ -429,20 +450,18 @@ def test_committed_offsets_survive_the_coordinators_crash(cluster: Cluster) -> N
     for q, o, _ in first + second:
         committed[q] = max(committed.get(q, 0), o + 1)
     read_before = first + second
-    assert committed_offsets(cluster.bootstrap, group) == committed
+    assert committed_offsets(cluster, group, topic, partitions) == committed
     # Every replica of __consumer_offsets is on all three brokers (offsets.topic.replication.factor 3).
     md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics("__consumer_offsets", timeout=10)
     assert {len(p.replicas) for p in md.topics["__consumer_offsets"].partitions.values()} == {3}
 
-    coordinator = coordinator_of(cluster.bootstrap, group)
+    coordinator = coordinator_of(cluster, group)
     cluster.broker(coordinator).kill()
     survivors = live_bootstrap(cluster)
-    eventually(
-        lambda: coordinator_of(survivors, group) not in (coordinator, -1), 30, "a new group coordinator"
-    )
+    eventually(lambda: coordinator_of(cluster, group) not in (coordinator, -1), 30, "a new group coordinator")
 
     def offsets_back() -> bool:
-        now = committed_offsets(survivors, group)
+        now = committed_offsets(cluster, group, topic, partitions)
         if now != committed:
             raise AssertionError(f"OffsetFetch answers {now}, committed {committed}")
         return True
@@ -477,7 +496,7 @@ def test_offsets_topic_replication_factor_is_capped_by_the_live_brokers(tmp_path
         consume(cons, 2)
         cons.commit(asynchronous=False)
         cons.close()
-        assert committed_offsets(c.bootstrap, "small") == {0: 2}
+        assert committed_offsets(c, "small", "two", 1) == {0: 2}
         md = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"]
         assert {len(p.replicas) for p in md.partitions.values()} == {2}
     finally:
@@ -549,7 +568,6 @@ def test_a_consumers_long_poll_returns_when_the_high_watermark_moves(cluster: Cl
     """On a leader the appended records are not visible to consumers until the followers have them: the
     waiting fetch must be woken by the high watermark's move, not only by the append."""
     from tests.integration.test_fetch_long_poll import PendingFetch
-    from tests.support.raw import RawClient
 
     topic = "hwpoll"
     create(cluster.bootstrap, topic, config={"min.insync.replicas": "2"})
