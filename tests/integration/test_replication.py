@@ -45,6 +45,14 @@ def kill_cluster(c: Cluster) -> None:
     c.etcd.stop()
 
 
+def restart(b: BrokerProcess) -> None:
+    """Start a killed broker again; generous on a loaded machine, with its log's tail if it hangs."""
+    try:
+        b.start(timeout=60)
+    except TimeoutError as e:
+        raise AssertionError(f"{e}:\n{b.log_path.read_text()[-4000:]}") from None
+
+
 def node_id(b: BrokerProcess) -> int:
     return int(b.args[1])
 
@@ -206,7 +214,7 @@ def test_deposed_leader_truncates_its_divergent_records(
     produce_all(survivors, topic, fresh)
 
     if old_leader_returns_by == "restart":
-        old.start()
+        restart(old)
     else:
         stop_signal(old, signal.SIGCONT)
 
@@ -339,7 +347,7 @@ def test_leaders_killed_with_batches_in_flight_lose_duplicate_and_reorder_nothin
                 return all(p.leader not in (victim, -1) for p in parts.topics[topic].partitions.values())
 
             eventually(moved, 30, f"leaders away from broker {victim}")
-            cluster.broker(victim).start()
+            restart(cluster.broker(victim))
 
             def whole() -> bool:
                 parts = AdminClient({"bootstrap.servers": live_bootstrap(cluster)}).list_topics(
