@@ -13,6 +13,9 @@ from typing import Literal
 
 ConfigType = Literal["int", "long", "string", "boolean", "list", "double"]
 
+# compression.type values, as Kafka accepts them: `producer` stores batches as sent.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
 
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
@@ -101,7 +104,13 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "min.compaction.lag.ms", "long", "0", "records younger than this are not compacted", minimum=0
         ),
         ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "dirty ratio that triggers the cleaner"),
-        ConfigDef("compression.type", "string", "producer", "stored as sent", valid=("producer",)),
+        ConfigDef(
+            "compression.type",
+            "string",
+            "producer",
+            "producer keeps batches as sent; any other codec recompresses batches that differ on append",
+            valid=COMPRESSION_TYPES,
+        ),
     )
 }
 
@@ -157,6 +166,7 @@ class TopicConfig:
     delete_retention_ms: int = 24 * 3600 * 1000
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
+    compression_type: str = "producer"
 
     @classmethod
     def from_strings(

@@ -21,10 +21,11 @@ def _logs(path: Path) -> list[str]:
 
 def _fill(log_dir: Path, clock: FakeClock, **config: Any) -> PartitionLog:
     """Four segments of 2 batches each; segment i has timestamps around i hours."""
-    batch_len = len(make_batch(1))
+    key = b"k" if "compact" in config.get("cleanup_policy", ()) else None  # compacted topics need keys
+    batch_len = len(make_batch(1, key=key))
     log = open_log(log_dir, clock, segment_bytes=2 * batch_len, **config)
     for i in range(8):
-        log.append(make_batch(1, timestamp=(i // 2) * HOUR))
+        log.append(make_batch(1, timestamp=(i // 2) * HOUR, key=key))
     assert len(_logs(log_dir)) == 4
     return log
 
