@@ -7,6 +7,7 @@ from brook.protocol.versions import ApiKey, advertised
 from .api_versions import make_api_versions_handler
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .context import Body, Handler
+from .delete_records import handle_delete_records
 from .fetch import handle_fetch
 from .groups import (
     handle_delete_groups,
@@ -54,6 +55,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
 }
 ADVERTISED: dict[int, tuple[int, int]] = advertised([*HANDLERS, ApiKey.API_VERSIONS])
 HANDLERS[ApiKey.API_VERSIONS] = make_api_versions_handler(ADVERTISED)

@@ -54,7 +54,7 @@ def _read(
                 p = broker.replicas.partition(name, fp.partition)
                 check_leader(p, fp.current_leader_epoch)
                 if follower:
-                    p.record_follower_fetch(req.replica_id, fp.fetch_offset)
+                    p.record_follower_fetch(req.replica_id, fp.fetch_offset, fp.log_start_offset)
                 hw = p.high_watermark
                 limit = min(fp.partition_max_bytes, remaining)
                 records: bytes | RecordsRef | None = None
