@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from brook.config import topic_defaults_of
 from brook.groups import GroupCoordinator
+from brook.metadata import ScramCredential
 from brook.observability import BrokerMetrics
 
 from .cluster import ClusterNode
@@ -108,6 +110,41 @@ class Broker:
         else:
             self.replicas.set_topic_configs(name, configs)
 
+    def entity_configs(self, kind: str, name: str) -> dict[str, str]:
+        """The dynamic configs of a broker (name: its id, "" for the cluster-wide ones) or a group."""
+        if self.cluster is not None:
+            return dict(self.cluster.entity_configs.get((kind, name), {}))
+        assert self.store is not None
+        return self.store.entity_configs().get((kind, name), {})
+
+    async def set_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> None:
+        """Replace an entity's dynamic configs (already validated); this broker applies its own."""
+        if self.cluster is not None:
+            await self.cluster.set_entity_configs(kind, name, configs)
+        else:
+            assert self.store is not None
+            self.store.put_entity_configs(kind, name, dict(configs))
+            self.apply_broker_configs()
+
+    def apply_broker_configs(self) -> None:
+        """Topic defaults from the dynamic broker configs: this broker's over the cluster-wide ones."""
+        everyone, mine = self.entity_configs("broker", ""), self.entity_configs("broker", str(self.node_id))
+        self.replicas.set_dynamic_topic_defaults(topic_defaults_of(everyone, mine))
+
+    def scram_credentials(self) -> dict[str, dict[str, ScramCredential]]:
+        """SCRAM credentials by user, then mechanism name."""
+        if self.cluster is not None:
+            return {u: dict(c) for u, c in self.cluster.scram.items()}
+        assert self.store is not None
+        return self.store.scram()
+
+    async def set_scram_credentials(self, user: str, credentials: Mapping[str, ScramCredential]) -> None:
+        if self.cluster is not None:
+            await self.cluster.set_scram_credentials(user, credentials)
+        else:
+            assert self.store is not None
+            self.store.put_scram(user, dict(credentials))
+
     async def allocate_producer_id(self) -> int:
         if self.cluster is not None:
             return await self.cluster.allocate_producer_id()
@@ -126,6 +163,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.start()
         else:
+            self.apply_broker_configs()
             self.replicas.open()
         self.replicas.start_timers()
         self.groups.start()

@@ -26,6 +26,7 @@ from brook.metadata import (
     ControllerChanged,
     ControllerElection,
     ControllerInfo,
+    EntityConfigsChanged,
     EtcdClient,
     EtcdMetadataStore,
     EtcdUnavailableError,
@@ -38,6 +39,8 @@ from brook.metadata import (
     PlacementError,
     Reassignment,
     ReassignmentChanged,
+    ScramChanged,
+    ScramCredential,
     TopicChanged,
     TopicCreated,
     TopicDeleted,
@@ -94,6 +97,8 @@ class ClusterNode:
         self.topics: dict[str, TopicRecord] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
+        self.entity_configs: dict[tuple[str, str], dict[str, str]] = {}
+        self.scram: dict[str, dict[str, ScramCredential]] = {}
         self.controller: ControllerInfo | None = None
         self.revision = 0
         self._changed = asyncio.Condition()
@@ -262,6 +267,20 @@ class ClusterNode:
             ) from None
         await self.wait_revision(written.version)
 
+    async def set_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> None:
+        try:
+            revision = await self.store.put_entity_configs(kind, name, configs)
+        except EtcdUnavailableError as e:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
+        await self.wait_revision(revision)
+
+    async def set_scram_credentials(self, user: str, credentials: Mapping[str, ScramCredential]) -> None:
+        try:
+            revision = await self.store.put_scram(user, credentials)
+        except EtcdUnavailableError as e:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
+        await self.wait_revision(revision)
+
     async def allocate_producer_id(self) -> int:
         if not self._pids:
             block = await self.store.allocate_producer_id_block(_PID_BLOCK)
@@ -296,7 +315,10 @@ class ClusterNode:
         self.topics = dict(snap.topics)
         self.states = {(t, p): st for t, parts in snap.partitions.items() for p, st in parts.items()}
         self.reassignments = dict(snap.reassignments)
+        self.entity_configs = dict(snap.entity_configs)
+        self.scram = dict(snap.scram)
         self.revision = snap.revision
+        self.broker.apply_broker_configs()
         for rec in self.topics.values():
             self._apply_topic(rec)
 
@@ -345,6 +367,18 @@ class ClusterNode:
                 self._apply_role(ev.topic, ev.partition)
         elif isinstance(ev, PartitionStateDeleted):
             self.states.pop((ev.topic, ev.partition), None)
+        elif isinstance(ev, EntityConfigsChanged):
+            if ev.configs:
+                self.entity_configs[(ev.kind, ev.name)] = ev.configs
+            else:
+                self.entity_configs.pop((ev.kind, ev.name), None)
+            if ev.kind == "broker":
+                self.broker.apply_broker_configs()
+        elif isinstance(ev, ScramChanged):
+            if ev.credentials:
+                self.scram[ev.user] = ev.credentials
+            else:
+                self.scram.pop(ev.user, None)
         elif isinstance(ev, ReassignmentChanged):
             if ev.reassignment is None:
                 self.reassignments.pop((ev.topic, ev.partition), None)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from brook.metadata import ScramCredential
 from brook.protocol.errors import ErrorCode, KafkaError
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -75,6 +76,10 @@ class MetadataStore(Protocol):
     def put_topic(self, topic: TopicMeta) -> None: ...
     def delete_topic(self, name: str) -> None: ...
     def allocate_producer_id(self) -> int: ...
+    def entity_configs(self) -> dict[tuple[str, str], dict[str, str]]: ...
+    def put_entity_configs(self, kind: str, name: str, configs: dict[str, str]) -> None: ...
+    def scram(self) -> dict[str, dict[str, ScramCredential]]: ...
+    def put_scram(self, user: str, credentials: dict[str, ScramCredential]) -> None: ...
 
 
 class LocalMetadataStore:
@@ -89,10 +94,22 @@ class LocalMetadataStore:
         self._next_pid = 0
         self._pid_limit = 0
         self._cluster_id = cluster_id or ""
+        # Dynamic configs by (kind, name) ("broker" with an id or "" for all, or "group"); SCRAM
+        # credentials by user, then mechanism.
+        self._configs: dict[tuple[str, str], dict[str, str]] = {}
+        self._scram: dict[str, dict[str, ScramCredential]] = {}
         if self._path.exists():
             raw = json.loads(self._path.read_text())
             self._cluster_id = cluster_id or str(raw["cluster_id"])
             self._topics = {t["name"]: TopicMeta.from_json(t) for t in raw.get("topics", [])}
+            self._configs = {
+                (str(e["kind"]), str(e["name"])): {str(k): str(v) for k, v in e["configs"].items()}
+                for e in raw.get("entity_configs", [])
+            }
+            self._scram = {
+                str(u): {str(m): ScramCredential.from_doc(c) for m, c in creds.items()}
+                for u, creds in raw.get("scram", {}).items()
+            }
             # Never hand out an id again after a crash: resume past the reserved block.
             self._next_pid = self._pid_limit = int(raw.get("producer_id_limit", 0))
         if not self._cluster_id:
@@ -104,6 +121,10 @@ class LocalMetadataStore:
             "cluster_id": self._cluster_id,
             "producer_id_limit": self._pid_limit,
             "topics": [t.to_json() for t in self._topics.values()],
+            "entity_configs": [
+                {"kind": kind, "name": name, "configs": c} for (kind, name), c in self._configs.items()
+            ],
+            "scram": {u: {m: c.to_doc() for m, c in creds.items()} for u, creds in self._scram.items()},
         }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -134,3 +155,23 @@ class LocalMetadataStore:
         pid = self._next_pid
         self._next_pid += 1
         return pid
+
+    def entity_configs(self) -> dict[tuple[str, str], dict[str, str]]:
+        return {k: dict(v) for k, v in self._configs.items()}
+
+    def put_entity_configs(self, kind: str, name: str, configs: dict[str, str]) -> None:
+        if configs:
+            self._configs[(kind, name)] = dict(configs)
+        else:
+            self._configs.pop((kind, name), None)
+        self._save()
+
+    def scram(self) -> dict[str, dict[str, ScramCredential]]:
+        return {u: dict(c) for u, c in self._scram.items()}
+
+    def put_scram(self, user: str, credentials: dict[str, ScramCredential]) -> None:
+        if credentials:
+            self._scram[user] = dict(credentials)
+        else:
+            self._scram.pop(user, None)
+        self._save()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from brook.broker.broker import Broker
@@ -12,6 +12,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from . import dynamic_configs
 from .context import Body
 
 TOPIC, BROKER = 2, 4
@@ -26,8 +27,10 @@ def config_entries(
     keys: list[str] | None,
     synonyms: bool,
     documentation: bool,
+    dynamic_defaults: Sequence[tuple[Mapping[str, str], int]] = (),
 ) -> list[dict[str, Any]]:
-    """Effective topic configs with where each value comes from, as DescribeConfigs reports them."""
+    """Effective topic configs with where each value comes from, as DescribeConfigs reports them
+    (`dynamic_defaults`: defaults set by dynamic broker configs, with their sources, first wins)."""
     out = []
     for name, d in TOPIC_CONFIGS.items():
         if keys is not None and name not in keys:
@@ -35,6 +38,7 @@ def config_entries(
         chain: list[tuple[str, int]] = []
         if name in overrides:
             chain.append((overrides[name], SOURCE_TOPIC))
+        chain += [(layer[name], source) for layer, source in dynamic_defaults if name in layer]
         if name in broker_defaults:
             chain.append((broker_defaults[name], SOURCE_STATIC_BROKER))
         chain.append((d.default, SOURCE_DEFAULT))
@@ -109,14 +113,23 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
                         keys,
                         bool(getattr(req, "include_synonyms", False)),
                         bool(getattr(req, "include_documentation", False)),
+                        dynamic_configs.dynamic_topic_defaults(broker),
                     ),
                 )
         elif r.resource_type == BROKER:
-            entry.update(
-                error_code=0,
-                error_message=None,
-                configs=[c for c in _broker_entries(broker) if keys is None or c["name"] in keys],
-            )
+            static = [c for c in _broker_entries(broker) if keys is None or c["name"] in keys]
+            synonyms = bool(getattr(req, "include_synonyms", False))
+            try:
+                configs = dynamic_configs.with_dynamic_broker_configs(
+                    broker, r.resource_name, static, keys, synonyms
+                )
+                entry.update(error_code=0, error_message=None, configs=configs)
+            except KafkaError as e:
+                entry.update(error_code=e.code, error_message=e.message)
+        elif r.resource_type == dynamic_configs.GROUP:
+            synonyms = bool(getattr(req, "include_synonyms", False))
+            configs = dynamic_configs.group_entries(broker, r.resource_name, keys, synonyms)
+            entry.update(error_code=0, error_message=None, configs=configs)
         else:
             entry.update(
                 error_code=ErrorCode.INVALID_REQUEST,
@@ -132,7 +145,7 @@ async def _alter(
     broker: Broker, resource_type: int, name: str, new: dict[str, str], validate_only: bool
 ) -> None:
     if resource_type != TOPIC:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
+        return await dynamic_configs.alter(broker, resource_type, name, new, validate_only)
     if broker.replicas.topic(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
     for k, v in new.items():
@@ -163,16 +176,15 @@ async def _alter_each(
 
 
 def _incremental(broker: Broker, r: Any) -> dict[str, str]:
-    meta = broker.replicas.topic(r.resource_name) if r.resource_type == TOPIC else None
-    current = dict(meta.configs) if meta else {}
+    current = dynamic_configs.current(broker, r.resource_type, r.resource_name)
     for c in r.configs:
-        d = TOPIC_CONFIGS.get(c.name)
+        d, unset = dynamic_configs.definition(broker, r.resource_type, c.name)
         if c.config_operation == SET:
             current[c.name] = c.value
         elif c.config_operation == DELETE:
             current.pop(c.name, None)
         elif c.config_operation in (APPEND, SUBTRACT) and d is not None and d.type == "list":
-            items = [x for x in current.get(c.name, d.default).split(",") if x]
+            items = [x for x in current.get(c.name, unset).split(",") if x]
             delta = [x for x in (c.value or "").split(",") if x]
             if c.config_operation == APPEND:
                 items += [x for x in delta if x not in items]
