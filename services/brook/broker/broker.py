@@ -12,12 +12,13 @@ from brook.config import topic_defaults_of
 from brook.groups import GroupCoordinator
 from brook.metadata import ScramCredential
 from brook.observability import BrokerMetrics
+from brook.protocol.errors import ErrorCode, KafkaError
 
 from .cluster import ClusterNode
 from .offsets_topic import OffsetsTopic
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
-from .topics import LocalMetadataStore, MetadataStore, TopicMeta
+from .topics import LocalMetadataStore, MetadataStore, TopicMeta, assignment_error
 
 
 class Broker:
@@ -77,10 +78,15 @@ class Broker:
         replication_factor: int = -1,
         configs: Mapping[str, str | None] | None = None,
         validate_only: bool = False,
+        assignment: list[list[int]] | None = None,
     ) -> TopicMeta:
+        """Create a topic; `assignment` (replicas of each partition) replaces the counts when given."""
+        if assignment is not None:
+            self._check_assignment(assignment)
+            partitions, replication_factor = len(assignment), len(assignment[0])
         if self.cluster is not None:
             return await self.cluster.create_topic(
-                name, partitions, replication_factor, configs or {}, validate_only
+                name, partitions, replication_factor, configs or {}, validate_only, assignment
             )
         if validate_only:
             n, rf = self.replicas.validate_new_topic(name, partitions, replication_factor, configs or {})
@@ -98,11 +104,27 @@ class Broker:
         self.metrics.forget_topic(name)
         return meta
 
-    async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    async def add_partitions(
+        self, name: str, count: int, validate_only: bool = False, assignment: list[list[int]] | None = None
+    ) -> None:
+        """Grow a topic to `count` partitions; `assignment`: the new partitions' replicas."""
+        if assignment is not None:
+            meta = self.replicas.check_new_partition_count(name, count)
+            if len(assignment) != count - meta.partitions:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"{count - meta.partitions} partitions are added but {len(assignment)} assignments given",
+                )
+            self._check_assignment(assignment, meta.replication_factor)
         if self.cluster is not None:
-            await self.cluster.add_partitions(name, count, validate_only)
+            await self.cluster.add_partitions(name, count, validate_only, assignment)
         else:
             self.replicas.add_partitions(name, count, validate_only)
+
+    def _check_assignment(self, assignment: list[list[int]], replication_factor: int = -1) -> None:
+        live = {n for n, *_ in self.brokers()}
+        if not assignment or (err := assignment_error(assignment, live, replication_factor)) is not None:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, err or "the manual assignment is empty")
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         if self.cluster is not None:

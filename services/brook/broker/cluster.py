@@ -200,6 +200,7 @@ class ClusterNode:
         replication_factor: int,
         configs: Mapping[str, str | None],
         validate_only: bool,
+        manual: list[list[int]] | None = None,
     ) -> TopicMeta:
         n, rf = self.broker.replicas.validate_new_topic(
             name, partitions, replication_factor, configs, brokers=len(self.live)
@@ -208,7 +209,7 @@ class ClusterNode:
         if any(r is None for _, r in racks):
             racks = [(i, None) for i, _ in racks]
         try:
-            assignment = assign_replicas(racks, n, rf)
+            assignment = manual if manual is not None else assign_replicas(racks, n, rf)
         except PlacementError as e:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         rec = TopicRecord.new(name, assignment, {k: v for k, v in configs.items() if v is not None})
@@ -235,12 +236,14 @@ class ClusterNode:
         await self.wait_until(lambda: name not in self.topics)
         return topic_meta(rec)
 
-    async def add_partitions(self, name: str, count: int, validate_only: bool) -> None:
+    async def add_partitions(
+        self, name: str, count: int, validate_only: bool, manual: list[list[int]] | None = None
+    ) -> None:
         self.broker.replicas.check_new_partition_count(name, count)
         rec = self.topics[name]
         racks = [(b.broker_id, None) for b in sorted(self.live.values(), key=lambda b: b.broker_id)]
         try:
-            extra = assign_replicas(racks, count, rec.replication_factor)[rec.partitions :]
+            extra = manual or assign_replicas(racks, count, rec.replication_factor)[rec.partitions :]
         except PlacementError as e:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         if validate_only:

@@ -32,6 +32,29 @@ def topic_name_error(name: str | None) -> str | None:
     return None
 
 
+def assignment_error(
+    assignment: list[list[int]], brokers: set[int], replication_factor: int = -1
+) -> str | None:
+    """Why a manual replica assignment (one replica list per partition) cannot be used, or None: Kafka's
+    rules (no empty list, no broker twice, registered brokers only, one replication factor)."""
+    for replicas in assignment:
+        if not replicas:
+            return "the manual partition assignment includes an empty replica list"
+        if len(set(replicas)) != len(replicas):
+            return f"the manual partition assignment {replicas} includes a broker more than once"
+        unknown = sorted(set(replicas) - brokers)
+        if unknown:
+            return f"the manual partition assignment includes broker {unknown[0]}, which is not registered"
+        if replication_factor == -1:
+            replication_factor = len(replicas)
+        if len(replicas) != replication_factor:
+            return (
+                f"every partition must have {replication_factor} replicas, "
+                f"but the manual partition assignment has {replicas}"
+            )
+    return None
+
+
 @dataclass(slots=True)
 class TopicMeta:
     name: str
