@@ -12,6 +12,7 @@ from brook.protocol.versions import ApiKey
 
 from .configs import config_entries
 from .context import ZERO_UUID, Body, as_uuid, uuid_bytes
+from .dynamic_configs import dynamic_topic_defaults
 
 
 async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -52,7 +53,12 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
                             if k in ("name", "value", "read_only", "config_source", "is_sensitive")
                         }
                         for c in config_entries(
-                            meta.configs, broker.settings.topic_defaults, None, False, False
+                            meta.configs,
+                            broker.settings.topic_defaults,
+                            None,
+                            False,
+                            False,
+                            dynamic_topic_defaults(broker),
                         )
                     ],
                 )
