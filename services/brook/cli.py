@@ -16,6 +16,7 @@ from pathlib import Path
 
 from brook.broker.broker_configs import RACK_AWARE_SELECTOR
 from brook.broker.settings import BrokerSettings
+from brook.config import validate_topic_config
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.server.runner import run
@@ -79,6 +80,8 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         key, sep, value = item.partition("=")
         if not sep:
             sys.exit(f"--topic-default expects name=value, got '{item}'")
+        if (err := validate_topic_config(key, value)) is not None:
+            sys.exit(f"--topic-default {item}: {err}")
         topic_defaults[key] = value
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)

@@ -1,7 +1,9 @@
-"""Topic and broker configuration: one table of defaults, named as in Kafka.
+"""Topic, broker and group configuration: tables of defaults, named as in Kafka.
 
 Topic configs are kept as strings on the wire and in metadata (as Kafka does) and parsed into a typed
-`TopicConfig` where the log and the handlers use them.
+`TopicConfig` where the log and the handlers use them. Dynamic broker configs (AlterConfigs on a BROKER
+resource) under a topic default's broker name (BROKER_TOPIC_SYNONYMS) change that default; group configs
+(a GROUP resource, KIP-848) are validated and kept.
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from typing import Literal
 
 ConfigType = Literal["int", "long", "string", "boolean", "list", "double"]
 
+# compression.type values, as Kafka accepts them: `producer` stores batches as sent.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
 
 @dataclass(frozen=True, slots=True)
 class ConfigDef:
@@ -22,6 +27,7 @@ class ConfigDef:
     doc: str
     valid: tuple[str, ...] = ()  # allowed values for enumerations (empty: any)
     minimum: int | None = None
+    maximum: int | None = None
 
 
 # Topic-level configs (Kafka names). A broker's default for each is the value here unless overridden
@@ -101,7 +107,114 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "min.compaction.lag.ms", "long", "0", "records younger than this are not compacted", minimum=0
         ),
         ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "dirty ratio that triggers the cleaner"),
-        ConfigDef("compression.type", "string", "producer", "stored as sent", valid=("producer",)),
+        ConfigDef(
+            "compression.type",
+            "string",
+            "producer",
+            "producer keeps batches as sent; any other codec recompresses batches that differ on append",
+            valid=COMPRESSION_TYPES,
+        ),
+    )
+}
+
+
+# Broker config names of the topic configs' broker-wide defaults (Kafka's synonyms).
+BROKER_TOPIC_SYNONYMS: dict[str, str] = {
+    "log.cleanup.policy": "cleanup.policy",
+    "log.retention.ms": "retention.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "message.max.bytes": "max.message.bytes",
+    "log.message.timestamp.type": "message.timestamp.type",
+    "min.insync.replicas": "min.insync.replicas",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "compression.type": "compression.type",
+}
+
+# Broker configs Brook reads at start-up only: they cannot be altered dynamically. Other names are kept
+# as dynamic broker configs, as Kafka keeps those of features it does not use (SASL/Kerberos, thread
+# pools) and custom ones; Brook describes them and they change nothing.
+STATIC_BROKER_CONFIGS = frozenset(
+    {
+        "broker.id",
+        "node.id",
+        "broker.rack",
+        "listeners",
+        "advertised.listeners",
+        "log.dir",
+        "log.dirs",
+        "num.partitions",
+        "default.replication.factor",
+        "auto.create.topics.enable",
+        "socket.request.max.bytes",
+        "log.retention.check.interval.ms",
+        "log.flush.scheduler.interval.ms",
+        "log.cleaner.backoff.ms",
+        "replica.lag.time.max.ms",
+        "leader.replication.throttled.rate",
+        "offsets.topic.num.partitions",
+        "offsets.topic.replication.factor",
+        "offsets.retention.minutes",
+        "offsets.retention.check.interval.ms",
+        "group.min.session.timeout.ms",
+        "group.max.session.timeout.ms",
+        "group.initial.rebalance.delay.ms",
+    }
+)
+
+# Group configs (Kafka 4.0, KIP-848/932): they tune consumer- and share-protocol groups; Brook's groups
+# are classic ones, which they do not apply to (as in Kafka). Bounds: the broker's group.* min/max.
+GROUP_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in (
+        ConfigDef(
+            "consumer.session.timeout.ms",
+            "int",
+            "45000",
+            "session timeout of consumer-protocol group members",
+            minimum=45000,
+            maximum=60000,
+        ),
+        ConfigDef(
+            "consumer.heartbeat.interval.ms",
+            "int",
+            "5000",
+            "heartbeat interval of consumer-protocol group members",
+            minimum=5000,
+            maximum=15000,
+        ),
+        ConfigDef(
+            "share.session.timeout.ms",
+            "int",
+            "45000",
+            "session timeout of share group members",
+            minimum=45000,
+            maximum=60000,
+        ),
+        ConfigDef(
+            "share.heartbeat.interval.ms",
+            "int",
+            "5000",
+            "heartbeat interval of share group members",
+            minimum=5000,
+            maximum=15000,
+        ),
+        ConfigDef(
+            "share.record.lock.duration.ms",
+            "int",
+            "30000",
+            "how long a share group's consumer holds a record",
+            minimum=15000,
+            maximum=60000,
+        ),
     )
 }
 
@@ -111,6 +224,42 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
     d = TOPIC_CONFIGS.get(name)
     if d is None:
         return f"unknown topic config '{name}'"
+    return _validate(d, value)
+
+
+def validate_broker_config(name: str, value: str | None) -> str | None:
+    """Why a dynamic broker config (name, value) is refused, or None (see STATIC_BROKER_CONFIGS)."""
+    if name in STATIC_BROKER_CONFIGS:
+        return f"cannot update {name} dynamically"
+    if not name:
+        return "a config name is empty"
+    topic_name = BROKER_TOPIC_SYNONYMS.get(name)
+    if topic_name is None or value is None:
+        return None
+    err = _validate(TOPIC_CONFIGS[topic_name], value)
+    return None if err is None else err.replace(topic_name, name)
+
+
+def validate_group_configs(configs: Mapping[str, str]) -> str | None:
+    """Why a group's config overrides are refused, or None."""
+    for name, value in configs.items():
+        d = GROUP_CONFIGS.get(name)
+        if d is None:
+            return f"unknown group config '{name}'"
+        if (err := _validate(d, value)) is not None:
+            return err
+    for kind in ("consumer", "share"):
+        values = {
+            k: int(configs.get(f"{kind}.{k}.ms", GROUP_CONFIGS[f"{kind}.{k}.ms"].default))
+            for k in ("session.timeout", "heartbeat.interval")
+        }
+        if values["heartbeat.interval"] >= values["session.timeout"]:
+            return f"{kind}.heartbeat.interval.ms must be less than {kind}.session.timeout.ms"
+    return None
+
+
+def _validate(d: ConfigDef, value: str | None) -> str | None:
+    name = d.name
     if value is None:
         return None
     if d.type in ("int", "long"):
@@ -120,6 +269,8 @@ def validate_topic_config(name: str, value: str | None) -> str | None:
             return f"{name} must be an integer, got '{value}'"
         if d.minimum is not None and n < d.minimum:
             return f"{name} must be >= {d.minimum}, got {n}"
+        if d.maximum is not None and n > d.maximum:
+            return f"{name} must be <= {d.maximum}, got {n}"
     elif d.type == "double":
         try:
             float(value)
@@ -157,6 +308,7 @@ class TopicConfig:
     delete_retention_ms: int = 24 * 3600 * 1000
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
+    compression_type: str = "producer"
 
     @classmethod
     def from_strings(
@@ -189,3 +341,11 @@ class TopicConfig:
     @property
     def deletes(self) -> bool:
         return "delete" in self.cleanup_policy
+
+
+def topic_defaults_of(*broker_configs: Mapping[str, str]) -> dict[str, str]:
+    """The topic config defaults that dynamic broker configs set (a later mapping wins)."""
+    out: dict[str, str] = {}
+    for configs in broker_configs:
+        out.update({BROKER_TOPIC_SYNONYMS[k]: v for k, v in configs.items() if k in BROKER_TOPIC_SYNONYMS})
+    return out

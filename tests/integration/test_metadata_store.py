@@ -18,6 +18,7 @@ from brook.metadata import (
     ConflictError,
     ControllerChanged,
     ControllerElection,
+    EntityConfigsChanged,
     EtcdClient,
     EtcdMetadataStore,
     FencedError,
@@ -25,6 +26,8 @@ from brook.metadata import (
     PartitionState,
     PartitionStateChanged,
     PartitionStateDeleted,
+    ScramChanged,
+    ScramCredential,
     TopicChanged,
     TopicCreated,
     TopicDeleted,
@@ -252,5 +255,53 @@ def test_reassignments(etcd: EtcdProcess) -> None:
             await store.put_reassignment("t", 0, [2, 1])
             await store.delete_topic("t")  # takes its reassignments along
             assert await store.reassignments() == {}
+
+    run(scenario())
+
+
+def test_entity_configs_and_scram_credentials(etcd: EtcdProcess) -> None:
+    async def scenario() -> None:
+        async with EtcdClient(etcd.endpoint) as client:
+            store = EtcdMetadataStore(client, cluster_name())
+            await store.put_entity_configs("broker", "", {"compression.type": "zstd"})
+            snap = await store.snapshot()
+            assert snap.entity_configs == {("broker", ""): {"compression.type": "zstd"}}
+            watch = store.watch(snap)
+            events: list[MetadataEvent] = []
+
+            async def collect(n: int) -> None:
+                async for ev in watch:
+                    events.append(ev)
+                    if len(events) >= n:
+                        return
+
+            odd = "a/group with <default> %2F"  # group ids and users are any string
+            cred = ScramCredential(b"s\x00", b"k" * 32, b"v" * 32, 4096)
+            await store.put_entity_configs("broker", "3", {"log.retention.ms": "1"})
+            await store.put_entity_configs("group", odd, {"consumer.session.timeout.ms": "50000"})
+            await store.put_scram(odd, {"SCRAM-SHA-256": cred})
+            await store.put_entity_configs("broker", "", {})
+            await store.put_scram(odd, {})
+            await asyncio.wait_for(collect(5), 10)
+            await watch.aclose()
+            assert events[0] == EntityConfigsChanged(
+                "broker", "3", {"log.retention.ms": "1"}, events[0].revision
+            )
+            assert isinstance(events[1], EntityConfigsChanged) and events[1].name == odd
+            assert isinstance(events[2], ScramChanged) and events[2].credentials == {"SCRAM-SHA-256": cred}
+            assert isinstance(events[3], EntityConfigsChanged) and (events[3].name, events[3].configs) == (
+                "",
+                {},
+            )
+            assert isinstance(events[4], ScramChanged) and (events[4].user, events[4].credentials) == (
+                odd,
+                {},
+            )
+            snap = await store.snapshot()
+            assert snap.entity_configs == {
+                ("broker", "3"): {"log.retention.ms": "1"},
+                ("group", odd): {"consumer.session.timeout.ms": "50000"},
+            }
+            assert snap.scram == {}
 
     run(scenario())

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from brook.config import topic_defaults_of
 from brook.groups import GroupCoordinator
+from brook.metadata import ScramCredential
 from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -17,7 +19,7 @@ from .log_dir_failure import LogDirFailureHandler
 from .offsets_topic import OffsetsTopic
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
-from .topics import LocalMetadataStore, MetadataStore, TopicMeta
+from .topics import LocalMetadataStore, MetadataStore, TopicMeta, assignment_error
 
 
 class Broker:
@@ -86,10 +88,15 @@ class Broker:
         replication_factor: int = -1,
         configs: Mapping[str, str | None] | None = None,
         validate_only: bool = False,
+        assignment: list[list[int]] | None = None,
     ) -> TopicMeta:
+        """Create a topic; `assignment` (replicas of each partition) replaces the counts when given."""
+        if assignment is not None:
+            self._check_assignment(assignment)
+            partitions, replication_factor = len(assignment), len(assignment[0])
         if self.cluster is not None:
             return await self.cluster.create_topic(
-                name, partitions, replication_factor, configs or {}, validate_only
+                name, partitions, replication_factor, configs or {}, validate_only, assignment
             )
         if validate_only:
             n, rf = self.replicas.validate_new_topic(name, partitions, replication_factor, configs or {})
@@ -107,17 +114,68 @@ class Broker:
         self.metrics.forget_topic(name)
         return meta
 
-    async def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    async def add_partitions(
+        self, name: str, count: int, validate_only: bool = False, assignment: list[list[int]] | None = None
+    ) -> None:
+        """Grow a topic to `count` partitions; `assignment`: the new partitions' replicas."""
+        if assignment is not None:
+            meta = self.replicas.check_new_partition_count(name, count)
+            if len(assignment) != count - meta.partitions:
+                raise KafkaError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"{count - meta.partitions} partitions are added but {len(assignment)} assignments given",
+                )
+            self._check_assignment(assignment, meta.replication_factor)
         if self.cluster is not None:
-            await self.cluster.add_partitions(name, count, validate_only)
+            await self.cluster.add_partitions(name, count, validate_only, assignment)
         else:
             self.replicas.add_partitions(name, count, validate_only)
+
+    def _check_assignment(self, assignment: list[list[int]], replication_factor: int = -1) -> None:
+        live = {n for n, *_ in self.brokers()}
+        if not assignment or (err := assignment_error(assignment, live, replication_factor)) is not None:
+            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, err or "the manual assignment is empty")
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         if self.cluster is not None:
             await self.cluster.set_topic_configs(name, configs)
         else:
             self.replicas.set_topic_configs(name, configs)
+
+    def entity_configs(self, kind: str, name: str) -> dict[str, str]:
+        """The dynamic configs of a broker (name: its id, "" for the cluster-wide ones) or a group."""
+        if self.cluster is not None:
+            return dict(self.cluster.entity_configs.get((kind, name), {}))
+        assert self.store is not None
+        return self.store.entity_configs().get((kind, name), {})
+
+    async def set_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> None:
+        """Replace an entity's dynamic configs (already validated); this broker applies its own."""
+        if self.cluster is not None:
+            await self.cluster.set_entity_configs(kind, name, configs)
+        else:
+            assert self.store is not None
+            self.store.put_entity_configs(kind, name, dict(configs))
+            self.apply_broker_configs()
+
+    def apply_broker_configs(self) -> None:
+        """Topic defaults from the dynamic broker configs: this broker's over the cluster-wide ones."""
+        everyone, mine = self.entity_configs("broker", ""), self.entity_configs("broker", str(self.node_id))
+        self.replicas.set_dynamic_topic_defaults(topic_defaults_of(everyone, mine))
+
+    def scram_credentials(self) -> dict[str, dict[str, ScramCredential]]:
+        """SCRAM credentials by user, then mechanism name."""
+        if self.cluster is not None:
+            return {u: dict(c) for u, c in self.cluster.scram.items()}
+        assert self.store is not None
+        return self.store.scram()
+
+    async def set_scram_credentials(self, user: str, credentials: Mapping[str, ScramCredential]) -> None:
+        if self.cluster is not None:
+            await self.cluster.set_scram_credentials(user, credentials)
+        else:
+            assert self.store is not None
+            self.store.put_scram(user, dict(credentials))
 
     async def allocate_producer_id(self) -> int:
         if self.cluster is not None:
@@ -143,6 +201,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.start()
         else:
+            self.apply_broker_configs()
             self.replicas.open()
         self.replicas.start_timers()
         self.groups.start()

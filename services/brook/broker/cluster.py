@@ -26,6 +26,7 @@ from brook.metadata import (
     ControllerChanged,
     ControllerElection,
     ControllerInfo,
+    EntityConfigsChanged,
     EtcdClient,
     EtcdMetadataStore,
     EtcdUnavailableError,
@@ -38,6 +39,8 @@ from brook.metadata import (
     PlacementError,
     Reassignment,
     ReassignmentChanged,
+    ScramChanged,
+    ScramCredential,
     TopicChanged,
     TopicCreated,
     TopicDeleted,
@@ -94,6 +97,8 @@ class ClusterNode:
         self.topics: dict[str, TopicRecord] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
+        self.entity_configs: dict[tuple[str, str], dict[str, str]] = {}
+        self.scram: dict[str, dict[str, ScramCredential]] = {}
         self.controller: ControllerInfo | None = None
         self.revision = 0
         self._changed = asyncio.Condition()
@@ -211,6 +216,7 @@ class ClusterNode:
         replication_factor: int,
         configs: Mapping[str, str | None],
         validate_only: bool,
+        manual: list[list[int]] | None = None,
     ) -> TopicMeta:
         n, rf = self.broker.replicas.validate_new_topic(
             name, partitions, replication_factor, configs, brokers=len(self.live)
@@ -219,7 +225,7 @@ class ClusterNode:
         if any(r is None for _, r in racks):
             racks = [(i, None) for i, _ in racks]
         try:
-            assignment = assign_replicas(racks, n, rf)
+            assignment = manual if manual is not None else assign_replicas(racks, n, rf)
         except PlacementError as e:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         rec = TopicRecord.new(name, assignment, {k: v for k, v in configs.items() if v is not None})
@@ -246,12 +252,14 @@ class ClusterNode:
         await self.wait_until(lambda: name not in self.topics)
         return topic_meta(rec)
 
-    async def add_partitions(self, name: str, count: int, validate_only: bool) -> None:
+    async def add_partitions(
+        self, name: str, count: int, validate_only: bool, manual: list[list[int]] | None = None
+    ) -> None:
         self.broker.replicas.check_new_partition_count(name, count)
         rec = self.topics[name]
         racks = [(b.broker_id, None) for b in sorted(self.live.values(), key=lambda b: b.broker_id)]
         try:
-            extra = assign_replicas(racks, count, rec.replication_factor)[rec.partitions :]
+            extra = manual or assign_replicas(racks, count, rec.replication_factor)[rec.partitions :]
         except PlacementError as e:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
         if validate_only:
@@ -277,6 +285,20 @@ class ClusterNode:
                 ErrorCode.CONCURRENT_TRANSACTIONS, f"topic '{name}' changed meanwhile; retry"
             ) from None
         await self.wait_revision(written.version)
+
+    async def set_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> None:
+        try:
+            revision = await self.store.put_entity_configs(kind, name, configs)
+        except EtcdUnavailableError as e:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
+        await self.wait_revision(revision)
+
+    async def set_scram_credentials(self, user: str, credentials: Mapping[str, ScramCredential]) -> None:
+        try:
+            revision = await self.store.put_scram(user, credentials)
+        except EtcdUnavailableError as e:
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
+        await self.wait_revision(revision)
 
     async def allocate_producer_id(self) -> int:
         if not self._pids:
@@ -312,7 +334,10 @@ class ClusterNode:
         self.topics = dict(snap.topics)
         self.states = {(t, p): st for t, parts in snap.partitions.items() for p, st in parts.items()}
         self.reassignments = dict(snap.reassignments)
+        self.entity_configs = dict(snap.entity_configs)
+        self.scram = dict(snap.scram)
         self.revision = snap.revision
+        self.broker.apply_broker_configs()
         for rec in self.topics.values():
             self._apply_topic(rec)
 
@@ -361,6 +386,18 @@ class ClusterNode:
                 self._apply_role(ev.topic, ev.partition)
         elif isinstance(ev, PartitionStateDeleted):
             self.states.pop((ev.topic, ev.partition), None)
+        elif isinstance(ev, EntityConfigsChanged):
+            if ev.configs:
+                self.entity_configs[(ev.kind, ev.name)] = ev.configs
+            else:
+                self.entity_configs.pop((ev.kind, ev.name), None)
+            if ev.kind == "broker":
+                self.broker.apply_broker_configs()
+        elif isinstance(ev, ScramChanged):
+            if ev.credentials:
+                self.scram[ev.user] = ev.credentials
+            else:
+                self.scram.pop(ev.user, None)
         elif isinstance(ev, ReassignmentChanged):
             if ev.reassignment is None:
                 self.reassignments.pop((ev.topic, ev.partition), None)

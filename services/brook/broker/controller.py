@@ -70,7 +70,7 @@ class Controller:
         rec = self.node.topics.get(topic)
         if rec is None:
             return False
-        cfg = TopicConfig.from_strings(rec.configs, self.node.settings.topic_defaults)
+        cfg = TopicConfig.from_strings(rec.configs, self.node.broker.replicas.topic_defaults)
         return cfg.unclean_leader_election_enable
 
     async def reconcile(self) -> None:

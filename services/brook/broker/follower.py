@@ -233,5 +233,6 @@ class LeaderFetcher:
                 if self._throttled(p):
                     throttled_bytes += len(records)
             p.set_follower_high_watermark(r.high_watermark)
+            p.set_follower_log_start_offset(r.log_start_offset)
         if throttled_bytes:
             await self._throttle.take(throttled_bytes)

@@ -31,11 +31,11 @@ class ProduceOutcome:
 @dataclass(slots=True)
 class FollowerProgress:
     log_end_offset: int = -1
-    log_start_offset: int = -1
     last_caught_up_ms: float = 0.0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: float = 0.0
     out_of_isr_since_ms: float = 0.0  # 0: in the ISR; re-entry needs a fetch after this
+    log_start_offset: int = -1  # as the follower's last fetch said
 
 
 @dataclass(slots=True)
@@ -79,6 +79,7 @@ class Partition:
         self.followers: dict[int, FollowerProgress] = {}
         self._waiters: set[asyncio.Future[None]] = set()
         self._acks: list[tuple[int, asyncio.Future[None]]] = []
+        self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
 
     # -- role --------------------------------------------------------------------------------------
     @property
@@ -114,6 +115,7 @@ class Partition:
             elif not state.out_of_isr_since_ms:
                 state.out_of_isr_since_ms = now
         self._advance_hw()
+        self._release_deletes()
 
     def become_follower(self, role: PartitionRole) -> None:
         if (role.leader, role.leader_epoch) != (self.role.leader, self.role.leader_epoch):
@@ -121,6 +123,7 @@ class Partition:
         self.role = role
         self.followers = {}
         self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._fail_deletes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.wake_fetchers()
 
     # -- high watermark ----------------------------------------------------------------------------
@@ -163,13 +166,15 @@ class Partition:
         state = self.followers.get(replica_id)
         if state is None:
             return
+        if log_start_offset != state.log_start_offset:
+            state.log_start_offset = log_start_offset
+            self._release_deletes()
         now, leo = _now_ms(), self.log.log_end_offset
         if fetch_offset >= leo:
             state.last_caught_up_ms = now
         elif fetch_offset >= state.last_fetch_leader_leo >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
         state.log_end_offset = fetch_offset
-        state.log_start_offset = log_start_offset
         state.last_fetch_leader_leo = leo
         state.last_fetch_ms = now
         self._advance_hw()
@@ -264,6 +269,78 @@ class Partition:
         self.producers.clear()
         for h in self.log.iter_batch_headers():
             self.producers.record(h, h.base_offset)
+
+    # -- DeleteRecords -----------------------------------------------------------------------------
+    def delete_records(self, offset: int) -> int:
+        """As the leader, make the log start at `offset` (-1: the high watermark); returns that offset.
+        The followers follow on their next fetches (see low_watermark)."""
+        if not self.is_leader:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.node_id} does not lead {self.topic}-{self.index}",
+            )
+        if not self.log.config.deletes:
+            raise KafkaError(
+                ErrorCode.POLICY_VIOLATION,
+                f"records of {self.topic}-{self.index} cannot be deleted: cleanup.policy has no delete",
+            )
+        hw = self.high_watermark
+        if offset == -1:
+            offset = hw
+        if not 0 <= offset <= hw:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"cannot delete records of {self.topic}-{self.index} below {offset}: "
+                f"the high watermark is {hw}",
+            )
+        self.log.advance_log_start_offset(offset)
+        self._release_deletes()
+        return offset
+
+    @property
+    def low_watermark(self) -> int:
+        """The smallest log start offset of the leader and its in-sync followers (Kafka's low watermark,
+        which DeleteRecords waits on)."""
+        low = self.log.log_start_offset
+        for r in self.role.isr:
+            state = self.followers.get(r)
+            if r != self.node_id and state is not None:
+                low = min(low, state.log_start_offset)
+        return low
+
+    async def wait_low_watermark(self, offset: int, timeout_s: float) -> int:
+        """Until every in-sync replica's log starts at `offset` or later; the low watermark then.
+        REQUEST_TIMED_OUT when they do not within the timeout."""
+        if self.low_watermark < offset:
+            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._deletes.append((offset, fut))
+            try:
+                await asyncio.wait_for(fut, timeout_s)
+            except TimeoutError:
+                raise KafkaError(
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the replicas of {self.topic}-{self.index} did not delete up to {offset} in time",
+                ) from None
+            finally:
+                self._deletes = [(o, f) for o, f in self._deletes if f is not fut]
+        return self.low_watermark
+
+    def set_follower_log_start_offset(self, leader_log_start: int) -> None:
+        """A follower's log starts where its leader's does (DeleteRecords, retention), at most at its end."""
+        self.log.advance_log_start_offset(min(leader_log_start, self.log.log_end_offset))
+
+    def _release_deletes(self) -> None:
+        if not self._deletes:
+            return
+        low = self.low_watermark if self.is_leader else -1
+        for offset, fut in self._deletes:
+            if offset <= low and not fut.done():
+                fut.set_result(None)
+
+    def _fail_deletes(self, code: ErrorCode) -> None:
+        for _, fut in self._deletes:
+            if not fut.done():
+                fut.set_exception(KafkaError(code))
 
     # -- waiting -----------------------------------------------------------------------------------
     async def wait_committed(self, last_offset: int, timeout_s: float) -> None:

@@ -38,6 +38,7 @@ class ReplicaManager:
         self._local: dict[str, frozenset[int] | None] = {}
         self.log_dir = LogDirHealth(settings.data_dir)
         self.log_dir.on_offline(self._log_dir_failed)
+        self._dynamic_defaults: dict[str, str] = {}  # topic defaults set by dynamic broker configs
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> None:
@@ -113,8 +114,23 @@ class ReplicaManager:
     def partitions(self) -> Iterable[Partition]:
         return self._partitions.values()
 
+    @property
+    def topic_defaults(self) -> dict[str, str]:
+        """Broker-wide topic config defaults: dynamic ones over --topic-default ones."""
+        return {**self.settings.topic_defaults, **self._dynamic_defaults}
+
     def topic_config(self, meta: TopicMeta) -> TopicConfig:
-        return TopicConfig.from_strings(meta.configs, self.settings.topic_defaults)
+        return TopicConfig.from_strings(meta.configs, self.topic_defaults)
+
+    def set_dynamic_topic_defaults(self, defaults: Mapping[str, str]) -> None:
+        """Topic defaults from dynamic broker configs; open logs take the new effective configs."""
+        if dict(defaults) == self._dynamic_defaults:
+            return
+        self._dynamic_defaults = dict(defaults)
+        for p in self._partitions.values():
+            meta = self._topics.get(p.topic)
+            if meta is not None:
+                p.log.update_config(self.topic_config(meta))
 
     # -- topic lifecycle ---------------------------------------------------------------------------
     def validate_new_topic(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from brook.metadata import ScramCredential
 from brook.protocol.errors import ErrorCode, KafkaError
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -28,6 +29,29 @@ def topic_name_error(name: str | None) -> str | None:
         return f"topic name cannot be '{name}'"
     if not _LEGAL.match(name):
         return f"topic name '{name}' is illegal: use at most 249 of [a-zA-Z0-9._-]"
+    return None
+
+
+def assignment_error(
+    assignment: list[list[int]], brokers: set[int], replication_factor: int = -1
+) -> str | None:
+    """Why a manual replica assignment (one replica list per partition) cannot be used, or None: Kafka's
+    rules (no empty list, no broker twice, registered brokers only, one replication factor)."""
+    for replicas in assignment:
+        if not replicas:
+            return "the manual partition assignment includes an empty replica list"
+        if len(set(replicas)) != len(replicas):
+            return f"the manual partition assignment {replicas} includes a broker more than once"
+        unknown = sorted(set(replicas) - brokers)
+        if unknown:
+            return f"the manual partition assignment includes broker {unknown[0]}, which is not registered"
+        if replication_factor == -1:
+            replication_factor = len(replicas)
+        if len(replicas) != replication_factor:
+            return (
+                f"every partition must have {replication_factor} replicas, "
+                f"but the manual partition assignment has {replicas}"
+            )
     return None
 
 
@@ -75,6 +99,10 @@ class MetadataStore(Protocol):
     def put_topic(self, topic: TopicMeta) -> None: ...
     def delete_topic(self, name: str) -> None: ...
     def allocate_producer_id(self) -> int: ...
+    def entity_configs(self) -> dict[tuple[str, str], dict[str, str]]: ...
+    def put_entity_configs(self, kind: str, name: str, configs: dict[str, str]) -> None: ...
+    def scram(self) -> dict[str, dict[str, ScramCredential]]: ...
+    def put_scram(self, user: str, credentials: dict[str, ScramCredential]) -> None: ...
 
 
 class LocalMetadataStore:
@@ -93,23 +121,49 @@ class LocalMetadataStore:
         self._pid_limit = 0
         self._cluster_id = cluster_id or ""
         stored = ""
+        # Dynamic configs by (kind, name) ("broker" with an id or "" for all, or "group"); SCRAM
+        # credentials by user, then mechanism.
+        self._configs: dict[tuple[str, str], dict[str, str]] = {}
+        self._scram: dict[str, dict[str, ScramCredential]] = {}
         if self._path.exists():
             raw = json.loads(self._path.read_text())
             stored = str(raw["cluster_id"])
             self._cluster_id = cluster_id or stored
             self._topics = {t["name"]: TopicMeta.from_json(t) for t in raw.get("topics", [])}
+            self._configs = {
+                (str(e["kind"]), str(e["name"])): {str(k): str(v) for k, v in e["configs"].items()}
+                for e in raw.get("entity_configs", [])
+            }
+            self._scram = {
+                str(u): {str(m): ScramCredential.from_doc(c) for m, c in creds.items()}
+                for u, creds in raw.get("scram", {}).items()
+            }
             # Never hand out an id again after a crash: resume past the reserved block.
             self._next_pid = self._pid_limit = int(raw.get("producer_id_limit", 0))
         if not self._cluster_id:
             self._cluster_id = uuid.uuid4().hex[:22]
         if self._cluster_id != stored:  # a new store, or a new id: nothing to write otherwise (a full disk)
-            self._save(self._topics, self._pid_limit)
+            self._save()
 
-    def _save(self, topics: dict[str, TopicMeta], pid_limit: int) -> None:
+    def _save(
+        self,
+        topics: dict[str, TopicMeta] | None = None,
+        pid_limit: int | None = None,
+        configs: dict[tuple[str, str], dict[str, str]] | None = None,
+        scram: dict[str, dict[str, ScramCredential]] | None = None,
+    ) -> None:
+        """Write the state with the given parts replaced; the caller keeps them only if this returns."""
+        topics = self._topics if topics is None else topics
+        configs = self._configs if configs is None else configs
+        scram = self._scram if scram is None else scram
         doc = {
             "cluster_id": self._cluster_id,
-            "producer_id_limit": pid_limit,
+            "producer_id_limit": self._pid_limit if pid_limit is None else pid_limit,
             "topics": [t.to_json() for t in topics.values()],
+            "entity_configs": [
+                {"kind": kind, "name": name, "configs": c} for (kind, name), c in configs.items()
+            ],
+            "scram": {u: {m: c.to_doc() for m, c in creds.items()} for u, creds in scram.items()},
         }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -126,21 +180,41 @@ class LocalMetadataStore:
 
     def put_topic(self, topic: TopicMeta) -> None:
         topics = {**self._topics, topic.name: topic}
-        self._save(topics, self._pid_limit)
+        self._save(topics)
         self._topics = topics
 
     def delete_topic(self, name: str) -> None:
         if name not in self._topics:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
         topics = {k: v for k, v in self._topics.items() if k != name}
-        self._save(topics, self._pid_limit)
+        self._save(topics)
         self._topics = topics
 
     def allocate_producer_id(self) -> int:
         if self._next_pid >= self._pid_limit:
             limit = self._next_pid + self._BLOCK
-            self._save(self._topics, limit)
+            self._save(pid_limit=limit)
             self._pid_limit = limit
         pid = self._next_pid
         self._next_pid += 1
         return pid
+
+    def entity_configs(self) -> dict[tuple[str, str], dict[str, str]]:
+        return {k: dict(v) for k, v in self._configs.items()}
+
+    def put_entity_configs(self, kind: str, name: str, configs: dict[str, str]) -> None:
+        entities = {k: v for k, v in self._configs.items() if k != (kind, name)}
+        if configs:
+            entities[(kind, name)] = dict(configs)
+        self._save(configs=entities)
+        self._configs = entities
+
+    def scram(self) -> dict[str, dict[str, ScramCredential]]:
+        return {u: dict(c) for u, c in self._scram.items()}
+
+    def put_scram(self, user: str, credentials: dict[str, ScramCredential]) -> None:
+        users = {u: c for u, c in self._scram.items() if u != user}
+        if credentials:
+            users[user] = dict(credentials)
+        self._save(scram=users)
+        self._scram = users

@@ -595,16 +595,20 @@ class GroupCoordinator:
     async def _expire_sessions_loop(self) -> None:
         while True:
             await asyncio.sleep(0.1)
-            now = asyncio.get_running_loop().time()
             for group in list(self._groups.values()):
-                expired = [
-                    mid for mid, m in group.members.items() if not m.awaiting_join and m.deadline < now
-                ]
-                for mid in expired:
-                    log.info("group %s: member %s session expired", group.group_id, mid)
-                    self._remove_member(group, mid)
-                if expired:
-                    self._after_member_left(group, "session expired")
+                self._expire_sessions(group)
+
+    def _expire_sessions(self, group: Group) -> bool:
+        """Remove the members whose session deadline has passed; whether there were any. Also run on
+        demand (DeleteGroups), so an answer right after a deadline does not depend on the loop's tick."""
+        now = asyncio.get_running_loop().time()
+        expired = [mid for mid, m in group.members.items() if not m.awaiting_join and m.deadline < now]
+        for mid in expired:
+            log.info("group %s: member %s session expired", group.group_id, mid)
+            self._remove_member(group, mid)
+        if expired:
+            self._after_member_left(group, "session expired")
+        return bool(expired)
 
     # -- queries -----------------------------------------------------------------------------------
     def describe(self, group_id: str) -> tuple[ErrorCode, Group | None]:
@@ -708,6 +712,9 @@ class GroupCoordinator:
             if group is None and gid not in self._offsets:
                 results[gid] = ErrorCode.GROUP_ID_NOT_FOUND
                 continue
+            if group is not None and self._expire_sessions(group):
+                # The group's new (empty) metadata is being written: it must not land after the tombstone.
+                await asyncio.gather(*list(self._background), return_exceptions=True)
             if group is not None and group.members:
                 results[gid] = ErrorCode.NON_EMPTY_GROUP
                 continue

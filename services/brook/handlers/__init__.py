@@ -7,6 +7,7 @@ from brook.protocol.versions import ApiKey, advertised
 from .api_versions import make_api_versions_handler
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .context import Body, Handler
+from .delete_records import handle_delete_records
 from .fetch import handle_fetch
 from .groups import (
     handle_delete_groups,
@@ -25,6 +26,7 @@ from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_f
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
 from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
+from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
 HANDLERS: dict[int, Handler] = {
@@ -54,6 +56,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }
 ADVERTISED: dict[int, tuple[int, int]] = advertised([*HANDLERS, ApiKey.API_VERSIONS])
 HANDLERS[ApiKey.API_VERSIONS] = make_api_versions_handler(ADVERTISED)

@@ -3,7 +3,7 @@ broker's own configs (BROKER, see brook.broker.broker_configs) and logger levels
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from brook.broker.broker import Broker
@@ -14,6 +14,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from . import dynamic_configs
 from .context import Body
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -28,8 +29,10 @@ def config_entries(
     keys: list[str] | None,
     synonyms: bool,
     documentation: bool,
+    dynamic_defaults: Sequence[tuple[Mapping[str, str], int]] = (),
 ) -> list[dict[str, Any]]:
-    """Effective topic configs with where each value comes from, as DescribeConfigs reports them."""
+    """Effective topic configs with where each value comes from, as DescribeConfigs reports them
+    (`dynamic_defaults`: defaults set by dynamic broker configs, with their sources, first wins)."""
     out = []
     for name, d in TOPIC_CONFIGS.items():
         if keys is not None and name not in keys:
@@ -37,6 +40,7 @@ def config_entries(
         chain: list[tuple[str, int]] = []
         if name in overrides:
             chain.append((overrides[name], SOURCE_TOPIC))
+        chain += [(layer[name], source) for layer, source in dynamic_defaults if name in layer]
         if name in broker_defaults:
             chain.append((broker_defaults[name], SOURCE_STATIC_BROKER))
         chain.append((d.default, SOURCE_DEFAULT))
@@ -81,7 +85,7 @@ def _broker_entries(
     broker: Broker, name: str, keys: list[str] | None, synonyms: bool, documentation: bool
 ) -> list[dict[str, Any]]:
     if not _broker_id(broker, name, empty_ok=True):
-        return []  # cluster-wide dynamic defaults: Brook has none
+        return []  # the <default> resource: only the cluster-wide dynamic configs describe it
     return [
         {
             "name": c.name,
@@ -147,6 +151,7 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
                         keys,
                         bool(getattr(req, "include_synonyms", False)),
                         bool(getattr(req, "include_documentation", False)),
+                        dynamic_configs.dynamic_topic_defaults(broker),
                     ),
                 )
         elif r.resource_type in (BROKER, BROKER_LOGGER):
@@ -154,12 +159,19 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
                 if r.resource_type == BROKER:
                     synonyms = bool(getattr(req, "include_synonyms", False))
                     documentation = bool(getattr(req, "include_documentation", False))
-                    configs = _broker_entries(broker, r.resource_name, keys, synonyms, documentation)
+                    static = _broker_entries(broker, r.resource_name, keys, synonyms, documentation)
+                    configs = dynamic_configs.with_dynamic_broker_configs(
+                        broker, r.resource_name, static, keys, synonyms
+                    )
                 else:
                     configs = _logger_entries(broker, r.resource_name, keys)
                 entry.update(error_code=0, error_message=None, configs=configs)
             except KafkaError as e:
                 entry.update(error_code=e.code, error_message=e.message)
+        elif r.resource_type == dynamic_configs.GROUP:
+            synonyms = bool(getattr(req, "include_synonyms", False))
+            configs = dynamic_configs.group_entries(broker, r.resource_name, keys, synonyms)
+            entry.update(error_code=0, error_message=None, configs=configs)
         else:
             entry.update(
                 error_code=ErrorCode.INVALID_REQUEST,
@@ -175,7 +187,7 @@ async def _alter(
     broker: Broker, resource_type: int, name: str, new: dict[str, str], validate_only: bool
 ) -> None:
     if resource_type != TOPIC:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "only topic configs can be altered")
+        return await dynamic_configs.alter(broker, resource_type, name, new, validate_only)
     if broker.replicas.topic(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
     for k, v in new.items():
@@ -206,16 +218,15 @@ async def _alter_each(
 
 
 def _incremental(broker: Broker, r: Any) -> dict[str, str]:
-    meta = broker.replicas.topic(r.resource_name) if r.resource_type == TOPIC else None
-    current = dict(meta.configs) if meta else {}
+    current = dynamic_configs.current(broker, r.resource_type, r.resource_name)
     for c in r.configs:
-        d = TOPIC_CONFIGS.get(c.name)
+        d, unset = dynamic_configs.definition(broker, r.resource_type, c.name)
         if c.config_operation == SET:
             current[c.name] = c.value
         elif c.config_operation == DELETE:
             current.pop(c.name, None)
         elif c.config_operation in (APPEND, SUBTRACT) and d is not None and d.type == "list":
-            items = [x for x in current.get(c.name, d.default).split(",") if x]
+            items = [x for x in current.get(c.name, unset).split(",") if x]
             delta = [x for x in (c.value or "").split(",") if x]
             if c.config_operation == APPEND:
                 items += [x for x in delta if x not in items]

@@ -12,6 +12,8 @@ from brook.protocol.errors import ErrorCode
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from . import authorized
+from .authorized import authorized_operations
 from .context import CLIENT_HOST, Body
 
 
@@ -151,6 +153,7 @@ async def handle_leave_group(broker: Broker, hdr: RequestHeader) -> Body | None:
 async def handle_describe_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.DESCRIBE_GROUPS, v, hdr.body)
+    ops = authorized_operations(authorized.GROUP, getattr(req, "include_authorized_operations", False))
     out: list[dict[str, Any]] = []
     for gid in req.groups:
         code, group = broker.groups.describe(gid)
@@ -161,6 +164,7 @@ async def handle_describe_groups(broker: Broker, hdr: RequestHeader) -> Body | N
             "protocol_type": "",
             "protocol_data": "",
             "members": [],
+            "authorized_operations": ops,
         }
         if group is not None:
             protocol = group.protocol or ""
@@ -189,6 +193,8 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.LIST_GROUPS, v, hdr.body)
     states = {s.lower() for s in (getattr(req, "states_filter", None) or [])}
+    # v5 (KIP-848) filters by group type; every group here is a classic one.
+    types = {t.lower() for t in (getattr(req, "types_filter", None) or [])}
     groups = [
         {
             "group_id": g.group_id,
@@ -197,7 +203,7 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
             "group_type": "classic",
         }
         for g in broker.groups.list_groups()
-        if not states or g.state.value.lower() in states
+        if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
     ]
     return messages.encode_response(
         ApiKey.LIST_GROUPS, v, {"throttle_time_ms": 0, "error_code": 0, "groups": groups}

@@ -11,10 +11,12 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from . import authorized
+from .authorized import authorized_operations
 from .context import Body, as_uuid, uuid_bytes
 
 
-def _topic_entry(broker: Broker, meta: TopicMeta) -> dict[str, Any]:
+def _topic_entry(broker: Broker, meta: TopicMeta, ops: set[int] | int) -> dict[str, Any]:
     parts = []
     for i in range(meta.partitions):
         leader, epoch, replicas, isr = broker.partition_state(meta.name, i)
@@ -35,6 +37,7 @@ def _topic_entry(broker: Broker, meta: TopicMeta) -> dict[str, Any]:
         "topic_id": as_uuid(meta.topic_id),
         "is_internal": meta.is_internal,
         "partitions": parts,
+        "authorized_operations": ops,
     }
 
 
@@ -54,16 +57,17 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
     allow_create = (
         bool(getattr(req, "allow_auto_topic_creation", True)) and broker.settings.auto_create_topics
     )
+    ops = authorized_operations(authorized.TOPIC, getattr(req, "include_topic_authorized_operations", False))
     topics: list[dict[str, Any]] = []
     if req.topics is None or (version == 0 and not req.topics):
-        topics = [_topic_entry(broker, m) for m in broker.replicas.topics().values()]
+        topics = [_topic_entry(broker, m, ops) for m in broker.replicas.topics().values()]
     else:
         for t in req.topics:
             name = t.name
             if name is None:  # by topic id (v10+)
                 meta = broker.replicas.topic_by_id(uuid_bytes(getattr(t, "topic_id", None)))
                 topics.append(
-                    _topic_entry(broker, meta)
+                    _topic_entry(broker, meta, ops)
                     if meta
                     else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, uuid_bytes(t.topic_id))
                 )
@@ -81,7 +85,7 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
                 except KafkaError as e:
                     topics.append(_error_entry(name, e.code))
                     continue
-            topics.append(_topic_entry(broker, meta))
+            topics.append(_topic_entry(broker, meta, ops))
     return messages.encode_response(
         ApiKey.METADATA,
         version,
@@ -92,12 +96,15 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
             "controller_id": broker.controller_id,
             "topics": topics,
             "error_code": 0,
+            "authorized_operations": authorized_operations(
+                authorized.CLUSTER, getattr(req, "include_cluster_authorized_operations", False)
+            ),
         },
     )
 
 
 async def handle_describe_cluster(broker: Broker, hdr: RequestHeader) -> Body | None:
-    messages.decode_request(ApiKey.DESCRIBE_CLUSTER, hdr.api_version, hdr.body)
+    req = messages.decode_request(ApiKey.DESCRIBE_CLUSTER, hdr.api_version, hdr.body)
     return messages.encode_response(
         ApiKey.DESCRIBE_CLUSTER,
         hdr.api_version,
@@ -112,5 +119,8 @@ async def handle_describe_cluster(broker: Broker, hdr: RequestHeader) -> Body | 
                 {"broker_id": n, "host": h, "port": p, "rack": r, "is_fenced": False}
                 for n, h, p, r in broker.brokers()
             ],
+            "authorized_operations": authorized_operations(
+                authorized.CLUSTER, req.include_cluster_authorized_operations
+            ),
         },
     )

@@ -10,7 +10,7 @@ import asyncio
 
 from brook.broker.broker import Broker
 from brook.broker.partition import Partition
-from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
 from brook.protocol.versions import ApiKey
@@ -48,7 +48,8 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                     commits.append(asyncio.ensure_future(commit))
             except KafkaError as e:
                 broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
-                out.append(PartitionProduceResult(part.index, e.code, -1, -1, -1, e.message))
+                record_errors = tuple(e.record_errors) if isinstance(e, RecordValidationError) else ()
+                out.append(PartitionProduceResult(part.index, e.code, -1, -1, -1, e.message, record_errors))
         results.append((topic.name, out))
     if commits:
         try:

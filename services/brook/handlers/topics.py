@@ -12,6 +12,7 @@ from brook.protocol.versions import ApiKey
 
 from .configs import config_entries
 from .context import ZERO_UUID, Body, as_uuid, uuid_bytes
+from .dynamic_configs import dynamic_topic_defaults
 
 
 async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -27,12 +28,10 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
             "replication_factor": -1,
         }
         try:
-            if t.assignments:
-                n, rf = len(t.assignments), len(t.assignments[0].broker_ids)
-            else:
-                n, rf = t.num_partitions, t.replication_factor
+            n, rf = t.num_partitions, t.replication_factor
+            assignment = _manual_assignment(t) if t.assignments else None
             if req.validate_only:
-                meta = await broker.create_topic(t.name, n, rf, configs, validate_only=True)
+                meta = await broker.create_topic(t.name, n, rf, configs, True, assignment)
                 entry.update(
                     error_code=0,
                     error_message=None,
@@ -40,7 +39,7 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
                     replication_factor=meta.replication_factor,
                 )
             else:
-                meta = await broker.create_topic(t.name, n, rf, configs)
+                meta = await broker.create_topic(t.name, n, rf, configs, False, assignment)
                 entry.update(
                     error_code=0,
                     error_message=None,
@@ -54,7 +53,12 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
                             if k in ("name", "value", "read_only", "config_source", "is_sensitive")
                         }
                         for c in config_entries(
-                            meta.configs, broker.settings.topic_defaults, None, False, False
+                            meta.configs,
+                            broker.settings.topic_defaults,
+                            None,
+                            False,
+                            False,
+                            dynamic_topic_defaults(broker),
                         )
                     ],
                 )
@@ -62,6 +66,22 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
             entry.update(error_code=e.code, error_message=e.message)
         results.append(entry)
     return messages.encode_response(ApiKey.CREATE_TOPICS, version, {"throttle_time_ms": 0, "topics": results})
+
+
+def _manual_assignment(t: Any) -> list[list[int]]:
+    """CreateTopics' replicas per partition, which come instead of the counts (Kafka's rules)."""
+    if t.num_partitions != -1 or t.replication_factor != -1:
+        raise KafkaError(
+            ErrorCode.INVALID_REQUEST,
+            "with a manual partition assignment, num_partitions and replication_factor must be -1",
+        )
+    by_index = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+    if sorted(by_index) != list(range(len(t.assignments))):
+        raise KafkaError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "the manual assignment's partitions must be numbered 0, 1, 2, ... each once",
+        )
+    return [by_index[i] for i in range(len(by_index))]
 
 
 async def handle_delete_topics(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -99,7 +119,8 @@ async def handle_create_partitions(broker: Broker, hdr: RequestHeader) -> Body |
     results: list[dict[str, Any]] = []
     for t in req.topics:
         try:
-            await broker.add_partitions(t.name, t.count, bool(req.validate_only))
+            assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+            await broker.add_partitions(t.name, t.count, bool(req.validate_only), assignment)
             results.append({"name": t.name, "error_code": 0, "error_message": None})
         except KafkaError as e:
             results.append({"name": t.name, "error_code": e.code, "error_message": e.message})

@@ -1,19 +1,28 @@
-"""Validation and preparation of the record batches of one append (a Produce request's records)."""
+"""Validation and preparation of the record batches of one append (a Produce request's records).
+
+Batches stay opaque (only their 61-byte headers are parsed) unless the topic's config needs their records,
+on the leader only (a follower stores the leader's batches as they are), as Kafka's LogValidator does:
+- cleanup.policy has compact: every record must have a key (else INVALID_RECORD, nothing is stored);
+- compression.type is a codec (not `producer`): a batch compressed otherwise is recompressed with it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from brook.config import TopicConfig
+from brook.log.records import TOPIC_CODECS, RecordError, decode_records, recompress_batch
 from brook.log.segment import BatchInfo
 from brook.protocol.batch import (
+    ATTR_COMPRESSION_MASK,
+    BatchHeader,
     crc_ok,
     iter_headers,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
-from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +53,9 @@ def prepare_append(
 ) -> PreparedAppend:
     """Check every batch, then assign offsets, leader epoch and LogAppendTime in one private copy.
 
-    Raises KafkaError before anything is written: CORRUPT_MESSAGE (empty, torn, bad CRC, bad offset delta),
-    MESSAGE_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT (magic other than 2) or, for a follower append
+    Raises KafkaError before anything is written: CORRUPT_MESSAGE (empty, torn, bad CRC, bad offset delta,
+    undecodable records where they are looked at), MESSAGE_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
+    other than 2), INVALID_RECORD (a keyless record on a compacted topic) or, for a follower append
     (assign_offsets=False), OFFSET_OUT_OF_RANGE when a batch starts below the next offset.
     """
     if len(records) == 0:
@@ -53,16 +63,16 @@ def prepare_append(
     data = bytearray(records)  # one copy: base offsets and timestamps are rewritten in place
     headers = iter_headers(data)
     for pos, h in headers:
-        if h.size > config.max_message_bytes:
-            limit = config.max_message_bytes
-            raise KafkaError(
-                ErrorCode.MESSAGE_TOO_LARGE,
-                f"record batch of {h.size} bytes exceeds max.message.bytes={limit}",
-            )
+        _check_size(h, config)
         if h.last_offset_delta < 0:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"negative lastOffsetDelta {h.last_offset_delta}")
         if not crc_ok(data, pos, h):
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "record batch CRC-32C mismatch")
+    if assign_offsets and (config.compacted or config.compression_type in TOPIC_CODECS):
+        converted = validate_records(data, headers, config)
+        if converted is not None:
+            data = converted
+            headers = iter_headers(data)
 
     log_append = config.message_timestamp_type == "LogAppendTime"
     batches: list[BatchInfo] = []
@@ -102,3 +112,63 @@ def prepare_append(
         batch_count=len(batches),
     )
     return PreparedAppend(data, batches, result)
+
+
+def _check_size(h: BatchHeader, config: TopicConfig) -> None:
+    if h.size > config.max_message_bytes:
+        raise KafkaError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"record batch of {h.size} bytes exceeds max.message.bytes={config.max_message_bytes}",
+        )
+
+
+def validate_records(
+    data: bytearray, headers: list[tuple[int, BatchHeader]], config: TopicConfig
+) -> bytearray | None:
+    """The leader's record-level checks and conversion (see the module docstring): the batches with those
+    of another codec recompressed, or None when every batch is kept as it is. Raises KafkaError."""
+    target = TOPIC_CODECS.get(config.compression_type)
+    check_keys = config.compacted
+    out: list[bytes | memoryview] = []
+    changed = False
+    keyless: list[int] = []
+    index = 0  # of the first record of the batch, in the whole record set
+    view = memoryview(data)
+    for pos, h in headers:
+        batch = view[pos : pos + h.size]
+        convert = (
+            target is not None
+            and h.attributes & ATTR_COMPRESSION_MASK != target
+            and not h.is_control
+            and h.record_count > 0
+        )
+        if not convert and (not check_keys or h.is_control):
+            out.append(batch)
+            index += h.record_count
+            continue
+        try:
+            records = decode_records(bytes(batch), h)
+        except RecordError as e:
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record batch at {pos}: {e}") from None
+        if check_keys and not h.is_control:
+            keyless += [index + i for i, r in enumerate(records) if r.key is None]
+        index += h.record_count
+        if convert:
+            assert target is not None
+            out.append(recompress_batch(h, records, target))
+            changed = True
+        else:
+            out.append(batch)
+    if keyless:
+        message = "Compacted topic cannot accept message without key"
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"{len(keyless)} record(s) rejected: {message}",
+            [(i, message) for i in keyless],
+        )
+    if not changed:
+        return None
+    converted = bytearray().join(out)
+    for _, h in iter_headers(converted):
+        _check_size(h, config)  # a recompressed batch may have grown
+    return converted

@@ -91,7 +91,9 @@ class PartitionLog:
             # first segment.
             start = min(max(checkpoint or 0, segments[0].base_offset), segments[-1].next_offset)
             cleaned = read_cleaner_checkpoint(directory)
-        return cls(directory, config, clock, segments, start, cleaned, health)
+            plog = cls(directory, config, clock, segments, start, cleaned, health)
+            plog._delete_segments_below(start)  # a crash after an advance's checkpoint, before its deletions
+        return plog
 
     # ---- state
 
@@ -327,6 +329,33 @@ class PartitionLog:
             else:
                 self._set_log_start_offset(start)
         return n
+
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """Move the log start offset up to `offset` (DeleteRecords on a leader, a follower following its
+        leader's): what is below becomes unreadable at once, the checkpoint makes that durable, and the
+        segments wholly below it are deleted. False when the log already starts there or later."""
+        self._check_open()
+        if offset <= self._log_start_offset:
+            return False
+        if offset > self.log_end_offset:
+            raise KafkaError(
+                ErrorCode.OFFSET_OUT_OF_RANGE,
+                f"log start offset {offset} would pass the log end offset {self.log_end_offset}",
+            )
+        with self._health.guard("deleting records of", self._name):
+            self._set_log_start_offset(offset)
+            self._delete_segments_below(offset)
+        return True
+
+    def _delete_segments_below(self, offset: int) -> None:
+        """Delete the leading segments whose successor starts at or below `offset` (never the active one)."""
+        segments = self._segments
+        n = 0
+        while n + 1 < len(segments) and segments[n + 1].base_offset <= offset:
+            n += 1
+        for segment in segments[:n]:  # oldest first, so a crash leaves a contiguous log
+            segment.delete()
+        del segments[:n]
 
     def _set_log_start_offset(self, offset: int) -> None:
         if offset != self._log_start_offset:

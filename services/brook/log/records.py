@@ -1,7 +1,9 @@
-"""Record-level view of magic-2 record batches, for the rare paths that need it: the log cleaner (keys)
-and ListOffsets by timestamp (each record's offset and timestamp, from the one or few batches found).
+"""Record-level view of magic-2 record batches, for the rare paths that need it: the log cleaner (keys),
+ListOffsets by timestamp (each record's offset and timestamp, from the one or few batches found), and the
+appends whose topic config needs the records (a compacted topic's keys, a compression.type other than
+`producer`).
 
-The produce and fetch paths keep batches opaque; only these two read inside a batch. A batch's
+The produce and fetch paths otherwise keep batches opaque. A batch's
 records section (after the 61-byte header, compressed as a whole when attributes & 7 != 0) holds
 `recordCount` records, each: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
 keyLength varint | key | valueLength varint | value | headerCount varint | headers. Varints are zigzag
@@ -35,6 +37,15 @@ CODEC_GZIP = 1
 CODEC_SNAPPY = 2
 CODEC_LZ4 = 3
 CODEC_ZSTD = 4
+
+# compression.type -> the codec batches are stored with (`producer`: as sent, absent here).
+TOPIC_CODECS = {
+    "uncompressed": CODEC_NONE,
+    "gzip": CODEC_GZIP,
+    "snappy": CODEC_SNAPPY,
+    "lz4": CODEC_LZ4,
+    "zstd": CODEC_ZSTD,
+}
 
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount
 _BEFORE_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
@@ -186,6 +197,17 @@ def rebuild_batch(header: BatchHeader, kept: Sequence[Record]) -> bytes:
     else:
         max_ts = max(header.base_timestamp + r.timestamp_delta for r in kept)
     return _encode(header, header.attributes, header.base_timestamp, max_ts, len(kept), body)
+
+
+def recompress_batch(header: BatchHeader, records: Sequence[Record], codec: int) -> bytes:
+    """The batch holding `records` (all of the batch's, decoded from it) compressed with `codec`.
+
+    Everything else is kept: offset and timestamp deltas (the records' bytes are unchanged), producer id,
+    epoch and base sequence, the transactional and timestamp-type bits; the CRC is recomputed.
+    """
+    attributes = (header.attributes & ~ATTR_COMPRESSION_MASK) | codec
+    body = compress(codec, b"".join(r.raw for r in records))
+    return _encode(header, attributes, header.base_timestamp, header.max_timestamp, len(records), body)
 
 
 def empty_batch(header: BatchHeader) -> bytes:

@@ -8,6 +8,9 @@
     partitions/<topic>/<n>         PartitionState JSON (leader, leader epoch, ISR, ...)
     reassignments/<topic>/<n>      Reassignment JSON (target replicas) while one is in progress
     producer_id_block              {"next": first free producer id}
+    configs/<kind>/<name>          dynamic configs of a broker (name: its id, or <default> for all) or a
+                                   group (kind "group", name percent-encoded), JSON {name: value}
+    scram/<user>                   a user's SCRAM credentials (user percent-encoded), JSON by mechanism
 
 Topic names never contain '/', so `partitions/<topic>/` prefixes never overlap between topics.
 """
@@ -17,8 +20,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from urllib.parse import quote, unquote
 
 _NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+BROKER_DEFAULT = "<default>"  # the key name of the cluster-wide broker configs (as in Kafka's ZooKeeper)
 
 
 class KeyKind(Enum):
@@ -30,6 +35,8 @@ class KeyKind(Enum):
     PARTITION = "partition"
     REASSIGNMENT = "reassignment"
     PRODUCER_ID_BLOCK = "producer_id_block"
+    CONFIGS = "configs"
+    SCRAM = "scram"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +45,8 @@ class ParsedKey:
     topic: str | None = None
     partition: int | None = None
     broker_id: int | None = None
+    entity_kind: str | None = None  # CONFIGS: "broker" or "group"
+    name: str | None = None  # CONFIGS: the entity's name; SCRAM: the user
 
 
 class KeyLayout:
@@ -99,6 +108,17 @@ class KeyLayout:
     def producer_id_block(self) -> bytes:
         return self._k("producer_id_block")
 
+    def configs(self, kind: str, name: str) -> bytes:
+        """Dynamic configs of an entity; the broker default (name "") is <default>."""
+        if kind not in ("broker", "group"):
+            raise ValueError(f"unknown config entity kind {kind!r}")
+        if kind == "broker":
+            return self._k(f"configs/broker/{name or BROKER_DEFAULT}")
+        return self._k(f"configs/group/{quote(name, safe='')}")
+
+    def scram(self, user: str) -> bytes:
+        return self._k(f"scram/{quote(user, safe='')}")
+
     def parse(self, key: bytes) -> ParsedKey | None:
         """What a key under this cluster's prefix is; None for keys this version does not know."""
         if not key.startswith(self.prefix):
@@ -122,6 +142,13 @@ class KeyLayout:
                     return ParsedKey(KeyKind.PARTITION, topic=t, partition=int(p))
                 case ["reassignments", t, p]:
                     return ParsedKey(KeyKind.REASSIGNMENT, topic=t, partition=int(p))
+                case ["configs", "broker", b]:
+                    name = "" if b == BROKER_DEFAULT else str(int(b))
+                    return ParsedKey(KeyKind.CONFIGS, entity_kind="broker", name=name)
+                case ["configs", "group", g]:
+                    return ParsedKey(KeyKind.CONFIGS, entity_kind="group", name=unquote(g))
+                case ["scram", u]:
+                    return ParsedKey(KeyKind.SCRAM, name=unquote(u))
         except ValueError:
             return None
         return None

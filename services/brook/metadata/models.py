@@ -7,6 +7,7 @@ grow, so a version is never reused, not even after a topic is deleted and create
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Mapping, Sequence
@@ -198,6 +199,47 @@ class ProducerIdBlock:
         return self.first + self.size - 1
 
 
+@dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """What a SCRAM server keeps of a password (RFC 5802 StoredKey and ServerKey), never the password."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def to_doc(self) -> dict[str, object]:
+        b64 = base64.b64encode
+        return {
+            "salt": b64(self.salt).decode(),
+            "stored_key": b64(self.stored_key).decode(),
+            "server_key": b64(self.server_key).decode(),
+            "iterations": self.iterations,
+        }
+
+    @classmethod
+    def from_doc(cls, d: Mapping[str, Any]) -> ScramCredential:
+        b = base64.b64decode
+        return cls(b(d["salt"]), b(d["stored_key"]), b(d["server_key"]), int(d["iterations"]))
+
+
+def encode_configs(configs: Mapping[str, str]) -> bytes:
+    return encode(dict(configs))
+
+
+def decode_configs(data: bytes) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _obj(data).items()}
+
+
+def encode_scram(credentials: Mapping[str, ScramCredential]) -> bytes:
+    """A user's credentials by mechanism name (SCRAM-SHA-256, SCRAM-SHA-512)."""
+    return encode({m: c.to_doc() for m, c in credentials.items()})
+
+
+def decode_scram(data: bytes) -> dict[str, ScramCredential]:
+    return {str(m): ScramCredential.from_doc(d) for m, d in _obj(data).items()}
+
+
 # ---- change events (what `EtcdMetadataStore.watch` yields) ----
 # `revision` is the etcd revision of the change. `resync` is True for events made up after etcd had
 # compacted the history a watch needed: the watch re-listed and reported the difference (a deletion
@@ -273,6 +315,23 @@ class ReassignmentChanged:
     resync: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class EntityConfigsChanged:
+    kind: str  # "broker" (name: an id, "" for the cluster default) or "group"
+    name: str
+    configs: dict[str, str]  # empty: removed
+    revision: int
+    resync: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ScramChanged:
+    user: str
+    credentials: dict[str, ScramCredential]  # empty: removed
+    revision: int
+    resync: bool = False
+
+
 MetadataEvent = (
     BrokerJoined
     | BrokerLeft
@@ -283,4 +342,6 @@ MetadataEvent = (
     | PartitionStateChanged
     | PartitionStateDeleted
     | ReassignmentChanged
+    | EntityConfigsChanged
+    | ScramChanged
 )

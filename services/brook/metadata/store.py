@@ -26,6 +26,7 @@ from .models import (
     BrokerLeft,
     ControllerChanged,
     ControllerInfo,
+    EntityConfigsChanged,
     MetadataEvent,
     PartitionState,
     PartitionStateChanged,
@@ -33,11 +34,17 @@ from .models import (
     ProducerIdBlock,
     Reassignment,
     ReassignmentChanged,
+    ScramChanged,
+    ScramCredential,
     TopicChanged,
     TopicCreated,
     TopicDeleted,
     TopicRecord,
+    decode_configs,
+    decode_scram,
     encode,
+    encode_configs,
+    encode_scram,
 )
 from .watch import PrefixWatch, watch_prefix
 
@@ -61,6 +68,8 @@ class MetadataSnapshot:
     reassignments: dict[tuple[str, int], Reassignment]
     next_producer_id: int
     kvs: list[KeyValue] = field(default_factory=list, repr=False, compare=False)
+    entity_configs: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
 
 
 class EtcdMetadataStore:
@@ -343,6 +352,20 @@ class EtcdMetadataStore:
                 return ProducerIdBlock(first, size)
             kv = r.gets[0][0] if r.gets and r.gets[0] else None
 
+    # ---- dynamic configs and SCRAM credentials (last writer wins, as Kafka's config records) ----
+
+    async def put_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> int:
+        """Replace an entity's dynamic configs (none: the key goes); returns the write's revision."""
+        key = self.layout.configs(kind, name)
+        op: Op = Put(key, encode_configs(configs)) if configs else Delete(key)
+        return (await self.client.txn([], [op])).revision
+
+    async def put_scram(self, user: str, credentials: Mapping[str, ScramCredential]) -> int:
+        """Replace a user's SCRAM credentials (none: the key goes); returns the write's revision."""
+        key = self.layout.scram(user)
+        op: Op = Put(key, encode_scram(credentials)) if credentials else Delete(key)
+        return (await self.client.txn([], [op])).revision
+
     # ---- snapshot and watch ----
 
     async def snapshot(self) -> MetadataSnapshot:
@@ -355,6 +378,8 @@ class EtcdMetadataStore:
         partitions: dict[str, dict[int, PartitionState]] = {}
         reassignments: dict[tuple[str, int], Reassignment] = {}
         next_pid = 0
+        entity_configs: dict[tuple[str, str], dict[str, str]] = {}
+        scram: dict[str, dict[str, ScramCredential]] = {}
         for kv in rr.kvs:
             parsed = self.layout.parse(kv.key)
             if parsed is None:
@@ -385,6 +410,12 @@ class EtcdMetadataStore:
                         )
                     case KeyKind.PRODUCER_ID_BLOCK:
                         next_pid = _next_pid(kv)
+                    case KeyKind.CONFIGS:
+                        assert parsed.entity_kind is not None and parsed.name is not None
+                        entity_configs[(parsed.entity_kind, parsed.name)] = decode_configs(kv.value)
+                    case KeyKind.SCRAM:
+                        assert parsed.name is not None
+                        scram[parsed.name] = decode_scram(kv.value)
             except (ValueError, KeyError, TypeError) as e:
                 log.warning("ignoring unreadable metadata key %r: %s", kv.key, e)
         return MetadataSnapshot(
@@ -398,6 +429,8 @@ class EtcdMetadataStore:
             reassignments,
             next_pid,
             rr.kvs,
+            entity_configs,
+            scram,
         )
 
     def watch(self, since: MetadataSnapshot) -> MetadataWatch:
@@ -515,6 +548,14 @@ class MetadataWatch:
                     else None
                 )
                 self._pending.append(ReassignmentChanged(parsed.topic, parsed.partition, ra, rev, rs))
+            case KeyKind.CONFIGS:
+                assert parsed.entity_kind is not None and parsed.name is not None
+                configs = decode_configs(ev.value) if put else {}
+                self._pending.append(EntityConfigsChanged(parsed.entity_kind, parsed.name, configs, rev, rs))
+            case KeyKind.SCRAM:
+                assert parsed.name is not None
+                creds = decode_scram(ev.value) if put else {}
+                self._pending.append(ScramChanged(parsed.name, creds, rev, rs))
             case _:
                 pass  # cluster_id, controller_epoch, producer_id_block: no event
 

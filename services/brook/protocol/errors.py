@@ -128,3 +128,12 @@ class KafkaError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message or code.name
+
+
+class RecordValidationError(KafkaError):
+    """Records rejected one by one (Produce v8+ `record_errors`): (index of the record in the partition's
+    record set, message) for each, as Kafka's RecordValidationException carries them."""
+
+    def __init__(self, code: ErrorCode, message: str, record_errors: list[tuple[int, str | None]]) -> None:
+        super().__init__(code, message)
+        self.record_errors = record_errors

@@ -58,6 +58,7 @@ class PartitionProduceResult:
     log_append_time_ms: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str | None], ...] = ()  # (batch index, message) of rejected records
 
 
 _ACKS_TIMEOUT = struct.Struct(">hi")
@@ -177,6 +178,21 @@ def _string(s: str, flexible: bool) -> bytes:
     return (uvarint_bytes(len(data) + 1) if flexible else _I16.pack(len(data))) + data
 
 
+def _nullable_string(s: str | None, flexible: bool) -> bytes:
+    if s is None:
+        return b"\x00" if flexible else b"\xff\xff"
+    return _string(s, flexible)
+
+
+def _record_errors(errors: tuple[tuple[int, str | None], ...], flexible: bool) -> bytes:
+    out = bytearray(uvarint_bytes(len(errors) + 1) if flexible else _I32.pack(len(errors)))
+    for index, message in errors:
+        out += _I32.pack(index) + _nullable_string(message, flexible)
+        if flexible:
+            out.append(0)
+    return bytes(out)
+
+
 def encode_produce_response(
     version: int,
     topics: list[tuple[str, list[PartitionProduceResult]]],
@@ -203,7 +219,12 @@ def encode_produce_response(
             else:
                 out += pack(p.index, p.error_code, p.base_offset)
             if v8:
-                if p.error_message is None:
+                if p.record_errors:
+                    out += _record_errors(p.record_errors, flexible)
+                    out += _nullable_string(p.error_message, flexible)
+                    if flexible:
+                        out.append(0)
+                elif p.error_message is None:
                     out += _TAIL_NO_MESSAGE_FLEX if flexible else _TAIL_NO_MESSAGE
                 elif flexible:
                     out += b"\x01" + _string(p.error_message, True) + b"\x00"

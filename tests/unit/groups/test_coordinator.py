@@ -207,3 +207,30 @@ def test_delete_groups_only_when_empty() -> None:
         await c.stop()
 
     asyncio.run(run())
+
+
+def test_delete_groups_sees_an_expired_session_at_once() -> None:
+    """A member whose session deadline has passed is gone for DeleteGroups even before the expiry loop's
+    next tick, and the group's tombstone is its last record (it does not come back on reload)."""
+
+    async def run() -> None:
+        log = MemoryOffsetsLog(4)
+        c = coordinator(log)  # not started: no expiry loop runs
+        r = await c.join(
+            "gone", "", "instance-1", "consumer", [("range", b"")], 50, 50, "client", "/127.0.0.1",
+            require_known_member_id=False,
+        )  # fmt: skip
+        await c.sync("gone", r.generation, r.member_id, "instance-1", None, None, {r.member_id: b"A"})
+        await c.commit_offsets(
+            "gone", r.generation, r.member_id, "instance-1", [OffsetCommit("t", 0, 5, -1, "")],
+            lambda t, p: True,
+        )  # fmt: skip
+        await asyncio.sleep(0.1)  # past the 50 ms session
+        assert await c.delete_groups(["gone"]) == {"gone": ErrorCode.NONE}
+        await asyncio.sleep(0.05)  # background writes, if any, land now
+        await c.stop()
+        reloaded = coordinator(log)
+        assert reloaded.describe("gone")[1] is None
+        assert reloaded.fetch_offsets("gone", None)[1] == []
+
+    asyncio.run(run())

@@ -32,12 +32,14 @@ def make_batch(
     value_size: int = 10,
     leader_epoch: int = -1,
     attributes: int = 0,
+    key: bytes | None = None,
 ) -> bytes:
-    """A batch of `records` records with timestamps timestamp, timestamp + ts_step, ..."""
+    """A batch of `records` records with timestamps timestamp, timestamp + ts_step, ... (all with `key`)"""
     body = bytearray()
+    key_field = varint(-1) if key is None else varint(len(key)) + key
     for i in range(records):
         value = bytes([i % 256]) * value_size
-        rec = b"\x00" + varint(i * ts_step) + varint(i) + varint(-1) + varint(len(value)) + value + varint(0)
+        rec = b"\x00" + varint(i * ts_step) + varint(i) + key_field + varint(len(value)) + value + varint(0)
         body += varint(len(rec)) + rec
     max_ts = timestamp + (records - 1) * ts_step
     producer = (-1, -1, -1)  # producerId, producerEpoch, baseSequence

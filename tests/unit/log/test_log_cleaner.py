@@ -10,7 +10,7 @@ from typing import Any
 import crc32c
 import pytest
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-from log_batches import FakeClock, open_log
+from log_batches import FakeClock, open_log, with_base_offset
 
 from brook.log import PartitionLog
 from brook.log.cleaner import CLEANER_CHECKPOINT_FILE, CleanStats
@@ -50,6 +50,12 @@ def kbatch(
 def compact_log(path: Path, clock: FakeClock | None = None, **config: Any) -> PartitionLog:
     config.setdefault("cleanup_policy", COMPACT)
     return open_log(path, clock or FakeClock(NOW), **config)
+
+
+def append_unchecked(log: PartitionLog, batch: bytes) -> None:
+    """Append as a follower does, without the leader's record checks: keyless or undecodable records only
+    reach a compacted log that way (or from before its cleanup.policy became compact)."""
+    log.append(with_base_offset(batch, log.log_end_offset), assign_offsets=False)
 
 
 def stored_batches(log: PartitionLog) -> list[DefaultRecordBatch]:
@@ -362,9 +368,9 @@ def test_control_and_keyless_records_are_kept(tmp_path: Path) -> None:
     control = bytearray(kbatch([(struct.pack(">hh", 0, 1), b"\x00\x00\x00\x00\x00\x00")], producer=(5, 0, 0)))
     struct.pack_into(">h", control, 21, 0x30)  # transactional + control
     struct.pack_into(">I", control, 17, crc32c.crc32c(bytes(control[21:])))
-    log.append(kbatch([(None, b"no key")]))
+    append_unchecked(log, kbatch([(None, b"no key")]))
     log.append(bytes(control))
-    log.append(kbatch([(None, b"no key")]))
+    append_unchecked(log, kbatch([(None, b"no key")]))
     log.append(kbatch([(b"x", b"x")]))
     assert log.compact() == CleanStats()
     assert [b.is_control_batch for b in stored_batches(log)] == [False, True, False, False]
@@ -389,7 +395,7 @@ def test_undecodable_batches_are_kept(tmp_path: Path) -> None:
     bad = bytearray(kbatch([(b"a", b"v" * 100)], codec=1))
     bad[-6] ^= 0xFF  # corrupt the gzip trailer, then re-sign the batch so the log accepts it
     struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
-    log.append(bytes(bad))
+    append_unchecked(log, bytes(bad))
     log.append(kbatch([(b"a", b"2")]))
     log.append(kbatch([(b"a", b"3")]))
     log.append(kbatch([(b"x", b"x")]))
@@ -402,7 +408,7 @@ def test_tombstones_stay_while_an_undecodable_batch_may_hide_an_older_value(tmp_
     bad = bytearray(kbatch([(b"a", b"v" * 100)], codec=1))
     bad[-6] ^= 0xFF
     struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
-    log.append(bytes(bad))  # holds a=v..., which the cleaner cannot see
+    append_unchecked(log, bytes(bad))  # holds a=v..., which the cleaner cannot see
     log.append(kbatch([(b"a", None)], ts=NOW - 10_000))
     log.append(kbatch([(b"x", b"x")]))
     assert log.compact(NOW) == CleanStats()

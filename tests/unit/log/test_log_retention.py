@@ -21,10 +21,11 @@ def _logs(path: Path) -> list[str]:
 
 def _fill(log_dir: Path, clock: FakeClock, **config: Any) -> PartitionLog:
     """Four segments of 2 batches each; segment i has timestamps around i hours."""
-    batch_len = len(make_batch(1))
+    key = b"k" if "compact" in config.get("cleanup_policy", ()) else None  # compacted topics need keys
+    batch_len = len(make_batch(1, key=key))
     log = open_log(log_dir, clock, segment_bytes=2 * batch_len, **config)
     for i in range(8):
-        log.append(make_batch(1, timestamp=(i // 2) * HOUR))
+        log.append(make_batch(1, timestamp=(i // 2) * HOUR, key=key))
     assert len(_logs(log_dir)) == 4
     return log
 
@@ -123,3 +124,38 @@ def test_file_slice_outlives_the_deleted_segment(tmp_path: Path) -> None:
     del s
     with pytest.raises(OSError):
         os.fstat(fd)  # closed once the last holder let go
+
+
+def test_advance_log_start_offset_is_durable_and_deletes_whole_segments(tmp_path: Path) -> None:
+    """DeleteRecords: offsets below the new start are unreadable at once and after a restart."""
+    clock = FakeClock(0)
+    log = _fill(tmp_path / "p", clock, retention_ms=-1)  # segments at 0, 2, 4, 6
+    assert log.advance_log_start_offset(3)
+    assert log.log_start_offset == 3
+    assert _logs(tmp_path / "p")[0] == "00000000000000000002.log"  # 2 still holds offset 3
+    with pytest.raises(KafkaError) as e:
+        log.read(2, 100)
+    assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+    s = log.read(3, 100)
+    assert s is not None and base_offset_of(s.read()) == 3
+    assert not log.advance_log_start_offset(3) and not log.advance_log_start_offset(1)  # never back
+    with pytest.raises(KafkaError) as e:
+        log.advance_log_start_offset(9)
+    assert e.value.code == ErrorCode.OFFSET_OUT_OF_RANGE
+    assert log.advance_log_start_offset(8)  # everything: the active segment stays, unreadable
+    assert _logs(tmp_path / "p") == ["00000000000000000006.log"]
+    assert log.read(8, 100) is None
+    # No clean close: the checkpoint alone keeps the start.
+    log = open_log(tmp_path / "p", clock, retention_ms=-1)
+    assert (log.log_start_offset, log.log_end_offset) == (8, 8)
+    assert log.append(make_batch(1)).base_offset == 8
+
+
+def test_segments_below_a_checkpointed_start_are_deleted_at_open(tmp_path: Path) -> None:
+    """A crash after the checkpoint was written but before the segments below it were deleted."""
+    clock = FakeClock(0)
+    _fill(tmp_path / "p", clock, retention_ms=-1).close()
+    (tmp_path / "p" / "log-start-offset").write_text("5\n")
+    log = open_log(tmp_path / "p", clock, retention_ms=-1)
+    assert (log.log_start_offset, log.log_end_offset) == (5, 8)
+    assert _logs(tmp_path / "p") == ["00000000000000000004.log", "00000000000000000006.log"]

@@ -78,6 +78,7 @@ RESULTS = [
     ("orders", [
         PartitionProduceResult(0, 0, 1234, log_append_time_ms=-1, log_start_offset=0),
         PartitionProduceResult(3, 6, -1, error_message="not leader"),
+        PartitionProduceResult(5, 87, -1, error_message="keyless", record_errors=((0, "no key"), (3, None))),
     ]),
     ("b", [PartitionProduceResult(1, 0, 2**40, log_append_time_ms=1_700_000_000_000, log_start_offset=7)]),
 ]  # fmt: skip
@@ -90,7 +91,10 @@ def _kp_response(version: int, results: list[tuple[str, list[PartitionProduceRes
         T(version=version, name=name, partition_responses=[
             P(version=version, index=p.index, error_code=p.error_code, base_offset=p.base_offset,
               log_append_time_ms=p.log_append_time_ms, log_start_offset=p.log_start_offset,
-              record_errors=[], error_message=p.error_message)
+              record_errors=[P.BatchIndexAndErrorMessage(version=version, batch_index=i,
+                                                         batch_index_error_message=m)
+                             for i, m in p.record_errors] if version >= 8 else [],
+              error_message=p.error_message)
             for p in parts
         ])
         for name, parts in results

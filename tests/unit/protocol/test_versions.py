@@ -51,7 +51,10 @@ def test_note_version_set_and_admin_additions() -> None:
     assert ALL_VERSIONS[ApiKey.PRODUCE] == (0, 12)
     assert ALL_VERSIONS[ApiKey.CREATE_PARTITIONS] == (0, 3)
     assert ALL_VERSIONS[ApiKey.OFFSET_FOR_LEADER_EPOCH] == (0, 4)
-    assert len(ALL_VERSIONS) == 30
+    assert ALL_VERSIONS[ApiKey.LIST_GROUPS] == (0, 5)
+    assert ALL_VERSIONS[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS] == (0, 0)
+    assert ALL_VERSIONS[ApiKey.ALTER_USER_SCRAM_CREDENTIALS] == (0, 0)
+    assert len(ALL_VERSIONS) == 32
 
 
 def test_flexibility() -> None:
