@@ -190,6 +190,12 @@ class SparkJob:
             time.sleep(0.02)
         self.proc.wait(10)
 
+    def survivors(self) -> list[int]:
+        """Live processes of the job's session (none after kill())."""
+        if self.proc is None:
+            return []
+        return sorted(pid for pid, (_, session) in _live_processes().items() if session == self.proc.pid)
+
     def tail(self, n: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-n:]
 

@@ -181,6 +181,7 @@ def test_streaming_write_exactly_once_through_a_crash_in_commit_and_a_sigkill(
     assert killed_in_batch is not None, "run 2 never was mid-batch:\n" + job.tail()
     job.kill()
     # Really interrupted: no process of the job is left to finish the batch's sink commit.
+    assert not job.survivors(), f"processes of the killed job still run: {job.survivors()}"
     marker = _marker(brook.bootstrap, "ckpt-")
     assert marker is not None, job.tail()
     done = marker["state"] == "committed" and marker["batch"] >= killed_in_batch
