@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -128,17 +129,25 @@ def test_heartbeat_during_rebalance(gbroker: BrokerProcess) -> None:
         first = join(b, "gerr2")
         assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
         # B's real join waits for A to rejoin: send it from another thread.
-        t = threading.Thread(target=join, args=(b, "gerr2", first.member_id), daemon=True)
+        b_joined: list[Any] = []
+        t = threading.Thread(target=lambda: b_joined.append(join(b, "gerr2", first.member_id)), daemon=True)
         t.start()
+        # Heartbeat until the coordinator reports the rebalance B's join started (a condition with a
+        # generous deadline, not a number of tries).
         codes = []
-        for _ in range(50):
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
             codes.append(heartbeat(a, "gerr2", gen, member))
             if codes[-1] == ErrorCode.REBALANCE_IN_PROGRESS:
                 break
-        assert codes[-1] == ErrorCode.REBALANCE_IN_PROGRESS
+            time.sleep(0.05)
+        assert codes[-1] == ErrorCode.REBALANCE_IN_PROGRESS, codes
         r = join(a, "gerr2", member)  # A rejoins: the rebalance completes for both
         assert r.error_code == 0 and r.generation_id == gen + 1
-        t.join(10)
+        t.join(30)
+        assert not t.is_alive(), "B's join was never answered"
+        (rb,) = b_joined
+        assert rb.error_code == 0 and rb.generation_id == gen + 1 and rb.member_id == first.member_id, rb
 
 
 def test_protocols_with_nothing_in_common(gbroker: BrokerProcess) -> None:

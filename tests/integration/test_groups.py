@@ -59,10 +59,19 @@ def test_queue_and_pub_sub_with_a_killed_member(gbroker: BrokerProcess) -> None:
         assert sorted(v for _, _, v in g2.records) == sorted(f"v{i}" for i in range(400))
         g2.kill()
 
-        # Kill -9 a member that owns a partition: nobody leaves the group, the session times out.
+        # Every record was consumed by G1 at least once.
+        wait_for(
+            lambda: {v for m in members for *_, v in m.records} >= {f"v{i}" for i in range(400)},
+            30,
+            "G1 to read all 400",
+        )
+
+        # Kill -9 a member that owns a partition: nobody leaves the group, the session times out. Work
+        # remains in its partition: records produced after the kill only a survivor can read.
         victim = next(m for m in members if m.assigned)
         lost = set(victim.assigned)
         victim.kill()
+        produce(gbroker.bootstrap, "T1", 400, prefix="w")
         survivors = [m for m in members if m is not victim]
         wait_for(
             lambda: (
@@ -72,9 +81,14 @@ def test_queue_and_pub_sub_with_a_killed_member(gbroker: BrokerProcess) -> None:
             40,
             f"partitions {lost} to move to the survivors",
         )
-        # Every record was consumed by G1 at least once.
-        consumed = {v for m in members for _, _, v in m.records}
-        assert consumed == {f"v{i}" for i in range(400)}
+        after = {f"w{i}" for i in range(400)}
+        wait_for(
+            lambda: {v for m in survivors for *_, v in m.records} >= after,
+            40,
+            "the survivors to read every record produced after the kill",
+        )
+        assert not {v for *_, v in victim.records} & after
+        assert any(p in lost and v in after for m in survivors for p, _, v in m.records), lost
     finally:
         for m in members:
             m.kill()
@@ -119,13 +133,22 @@ def test_commit_then_resume_after_the_last_commit(gbroker: BrokerProcess) -> Non
     c.close()  # leaves the group; the 10 records after the commit are uncommitted
     c = Consumer(conf)
     c.subscribe(["resume"])
+    ends = [
+        TopicPartition("resume", p, c.get_watermark_offsets(TopicPartition("resume", p), 10)[1])
+        for p in (0, 1)
+    ]
     again: list[str] = []
     deadline = time.monotonic() + 30
-    while len(again) < 50 and time.monotonic() < deadline:
+    # Read to the end of both partitions, not to a count: a record delivered again is seen and counted.
+    while time.monotonic() < deadline:
         m = c.poll(0.5)
         if m is not None and m.error() is None:
             again.append(m.value().decode())
+        positions = sorted((t.partition, t.offset) for t in c.position(c.assignment()))
+        if positions == [(t.partition, t.offset) for t in ends]:
+            break
     c.close()
+    assert positions == [(t.partition, t.offset) for t in ends], "did not read to the end"
     assert set(seen[:50]).isdisjoint(again)  # committed records are not read again
     assert set(seen) | set(again) == {f"v{i}" for i in range(100)}  # nothing lost
     assert len(again) == 50  # at-least-once: only the uncommitted records come again
@@ -214,7 +237,14 @@ def test_kafka_python_and_aiokafka_groups(gbroker: BrokerProcess) -> None:
 
     assert len(asyncio.run(aio())) == 50
     # kafka-python's commit is visible to a new member of the same group: nothing is left to read.
-    kc = KafkaConsumer("pyg", bootstrap_servers=gbroker.bootstrap, group_id="Gpy", consumer_timeout_ms=3000)
+    # "earliest": with kafka-python's default ("latest") a lost commit would also leave nothing to read.
+    kc = KafkaConsumer(
+        "pyg",
+        bootstrap_servers=gbroker.bootstrap,
+        group_id="Gpy",
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=3000,
+    )
     assert [m for m in kc] == []
     kc.close()
 

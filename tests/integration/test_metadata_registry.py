@@ -19,7 +19,9 @@ from brook.metadata import (
 )
 from tests.support.etcd import cluster_name, etcd_process, eventually, run
 
-TTL = 1
+# Leases long enough that a loaded machine does not miss a keep-alive; generous deadlines.
+TTL = 3
+DEADLINE = 20
 
 
 @pytest.fixture(scope="module")
@@ -39,16 +41,25 @@ def test_registration_lives_with_the_lease(etcd: EtcdProcess) -> None:
             assert set(live) == {1, 2}
             assert live[1] == a.broker and live[1].epoch > 0 and live[2].rack is None
 
-            await asyncio.sleep(3 * TTL)  # kept alive by the keep-alive loop
+            lease = b.lease_id
+            assert lease is not None
+            # Past the lease's first expiry, etcd still has it: refreshed by the keep-alive loop.
+            first_expiry = asyncio.get_running_loop().time() + TTL
+
+            async def outlived() -> bool:
+                past = asyncio.get_running_loop().time() > first_expiry
+                return past and await client.lease_ttl(lease) > 0
+
+            await eventually(outlived, DEADLINE, interval=0.2)
             assert set(await a.live_brokers()) == {1, 2}
 
             await b.abandon()  # crash: no revoke, the lease expires
-            await eventually(lambda: _has_only(a, {1}), TTL + 2.5)
+            await eventually(lambda: _has_only(a, {1}), TTL + DEADLINE)
 
             await a.deregister()  # clean: gone at once
             assert await a.live_brokers() == {}
 
-    run(scenario())
+    run(scenario(), timeout=90)
 
 
 async def _has_only(r: BrokerRegistry, ids: set[int]) -> bool:
@@ -68,12 +79,14 @@ def test_duplicate_broker_id_is_refused(etcd: EtcdProcess) -> None:
 
             # A restarted broker whose previous incarnation crashed a moment ago waits for it.
             await first.abandon()
-            again = BrokerRegistry(c2, layout, BrokerInfo(3, "host-a", 9092), ttl=TTL, wait_for_stale=TTL + 2)
+            again = BrokerRegistry(
+                c2, layout, BrokerInfo(3, "host-a", 9092), ttl=TTL, wait_for_stale=TTL + DEADLINE
+            )
             info = await again.register()
             assert info.epoch > first.broker.epoch
             await again.deregister()
 
-    run(scenario())
+    run(scenario(), timeout=90)
 
 
 def test_lost_lease_re_registers_and_membership_watch_sees_it(etcd: EtcdProcess) -> None:
@@ -88,12 +101,12 @@ def test_lost_lease_re_registers_and_membership_watch_sees_it(etcd: EtcdProcess)
             lease = reg.lease_id
             assert lease is not None
             await client.revoke_lease(lease)  # etcd drops it behind the broker's back
-            events = [await asyncio.wait_for(watch.__anext__(), 5) for _ in range(2)]
+            events = [await asyncio.wait_for(watch.__anext__(), DEADLINE) for _ in range(2)]
             assert isinstance(events[0], BrokerLeft) and events[0].broker_id == 4
             assert isinstance(events[1], BrokerJoined) and events[1].broker.epoch > epoch
-            await eventually(lambda: reg.registrations == 2 and reg.registered.is_set(), 2)
+            await eventually(lambda: reg.registrations == 2 and reg.registered.is_set(), DEADLINE)
             assert watch.brokers[4].epoch == reg.broker.epoch == events[1].broker.epoch
             await watch.aclose()
             await reg.deregister()
 
-    run(scenario())
+    run(scenario(), timeout=90)

@@ -3,6 +3,7 @@ as subprocesses (so a test can SIGKILL them)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -162,14 +163,57 @@ class SparkJob:
             self.kill()
             raise AssertionError(f"job did not finish in {timeout}s:\n{self.tail()}") from None
 
-    def kill(self) -> None:
-        """SIGKILL the job's whole process group: the driver JVM and every Python worker, like a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
+    def kill(self, timeout: float = 20.0) -> None:
+        """SIGKILL every process of the job's session, like a crash: the driver, its JVM, and PySpark's
+        worker daemon and Python workers, which move into process groups of their own (so a killpg of
+        the job's group would leave them running, and finishing a sink commit after the "crash")."""
+        if self.proc is None:
+            return
+        sid = self.proc.pid  # start_new_session: the job leads its session
+        known: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while True:
+            live = _live_processes()
+            known |= {pid for pid, (_, session) in live.items() if session == sid}
+            grown = True
+            while grown:  # and their descendants, should one have left the session
+                more = {pid for pid, (ppid, _) in live.items() if ppid in known} - known
+                known |= more
+                grown = bool(more)
+            targets = known & live.keys()
+            if not targets:
+                break
+            assert time.monotonic() < deadline, f"processes of the job outlived SIGKILL: {sorted(targets)}"
+            for pid in targets:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+        self.proc.wait(10)
+
+    def survivors(self) -> list[int]:
+        """Live processes of the job's session (none after kill())."""
+        if self.proc is None:
+            return []
+        return sorted(pid for pid, (_, session) in _live_processes().items() if session == self.proc.pid)
 
     def tail(self, n: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-n:]
+
+
+def _live_processes() -> dict[int, tuple[int, int]]:
+    """Every live (not zombie) process on the machine: pid -> (parent pid, session id), from /proc."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:  # exited meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp session
+        if fields[0] not in ("Z", "X"):
+            out[int(entry)] = (int(fields[1]), int(fields[3]))
+    return out
 
 
 def batch_ids(checkpoint: Path, kind: str) -> list[int]:

@@ -180,6 +180,12 @@ def test_streaming_write_exactly_once_through_a_crash_in_commit_and_a_sigkill(
         time.sleep(0.02)
     assert killed_in_batch is not None, "run 2 never was mid-batch:\n" + job.tail()
     job.kill()
+    # Really interrupted: no process of the job is left to finish the batch's sink commit.
+    assert not job.survivors(), f"processes of the killed job still run: {job.survivors()}"
+    marker = _marker(brook.bootstrap, "ckpt-")
+    assert marker is not None, job.tail()
+    done = marker["state"] == "committed" and marker["batch"] >= killed_in_batch
+    assert not done, (killed_in_batch, marker)
 
     # Run 3: finishes from the checkpoint.
     job = SparkJob([*base, "--trigger", "available-now"], tmp_path / "run3.log").start()
