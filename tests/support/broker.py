@@ -25,7 +25,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> BrokerProcess:
+    def start(self, timeout: float = 60.0) -> BrokerProcess:  # generous: a loaded 2-core machine
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [
             sys.executable,

@@ -7,9 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kafka.protocol.metadata import MetadataRequest
+
 from brook.dev.etcd import EtcdProcess
 
 from .broker import BrokerProcess
+from .raw import RawClient
 
 # Short timings so failover tests take seconds: a 2 s lease (etcd's minimum with a 500 ms election
 # timeout is about 1 s) and followers out of the ISR after 2 s without catching up.
@@ -53,6 +56,9 @@ class Cluster:
         self.etcd.start()
         for i in range(self._n):
             self.add_broker(i)
+        # Each broker learns the others' registrations through its etcd watch: wait until every one
+        # knows them all, or a topic created at once may see too few brokers for its replicas.
+        eventually(self.all_registered, 60, f"every broker to see all {self._n} registered")
         return self
 
     def add_broker(self, node_id: int) -> BrokerProcess:
@@ -70,6 +76,15 @@ class Cluster:
         )
         self.brokers.append(b.start())
         return b
+
+    def all_registered(self) -> bool:
+        want = {int(b.args[1]) for b in self.brokers}
+        for b in self.brokers:
+            with RawClient(b.bootstrap) as c:
+                seen = {br.node_id for br in c.request(MetadataRequest(topics=[]), 12).brokers}
+            if seen != want:
+                return False
+        return True
 
     def broker(self, node_id: int) -> BrokerProcess:
         return next(b for b in self.brokers if b.args[1] == str(node_id))

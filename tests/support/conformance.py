@@ -26,10 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from brook.dev.etcd import EtcdProcess
-
 from .broker import BrokerProcess
-from .cluster import CLUSTER_ARGS
+from .cluster import Cluster
 
 REPO = Path(__file__).resolve().parents[2]
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -70,27 +68,24 @@ def listed_tests(kit: Path, cluster: bool) -> list[str]:
 def brook(root: Path, brokers: int, auto_create: bool) -> Iterator[str]:
     """Yields the bootstrap of a fresh single broker, or of etcd + N racked brokers."""
     base = ["--auto-create-topics", "true" if auto_create else "false", "--num-partitions", "4"]
-    procs: list[BrokerProcess] = []
-    etcd: EtcdProcess | None = None
+    if brokers == 1:
+        single = BrokerProcess(root / "broker", args=base).start()
+        try:
+            yield single.bootstrap
+        finally:
+            single.stop(timeout=30)
+        return
+    # Racks as 0101 expects (RACK<id>) and Kafka's rack-aware selector for fetch-from-follower.
+    cluster = Cluster(
+        root,
+        brokers,
+        extra_args=[*base, "--replica-selector-class", RACK_AWARE],
+        node_args=lambda i: ["--rack", f"RACK{i}"],
+    )
     try:
-        if brokers == 1:
-            procs.append(BrokerProcess(root / "broker", args=base).start())
-        else:
-            etcd = EtcdProcess(root / "etcd", unsafe_no_fsync=True).start()
-            for i in range(brokers):
-                # Racks as 0101 expects (RACK<id>) and Kafka's rack-aware selector for fetch-from-follower.
-                args = ["--node-id", str(i), "--etcd-endpoints", etcd.endpoint, "--rack", f"RACK{i}"]
-                args += ["--replica-selector-class", RACK_AWARE]
-                procs.append(BrokerProcess(root / f"broker-{i}", args=[*args, *CLUSTER_ARGS, *base]).start())
-        yield ",".join(p.bootstrap for p in procs)
+        yield cluster.start().bootstrap
     finally:
-        for p in procs:
-            try:
-                p.stop(timeout=30)
-            except Exception:
-                p.kill()
-        if etcd is not None:
-            etcd.stop()
+        cluster.stop()
 
 
 def run_batch(kit: Path, bootstrap: str, tests: list[str], scenario: str, timeout: int) -> dict[str, str]:
