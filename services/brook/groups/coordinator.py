@@ -318,11 +318,12 @@ class GroupCoordinator:
         self._touch(member)
         action = group.static_rejoin(old, member)
         log.info(
-            "group %s: static member %s rejoined as %s (was %s): %s",
+            "group %s: static member %s rejoined as %s (was %s%s): %s",
             group.group_id,
             member.group_instance_id,
             member.member_id,
             old_id,
+            ", the leader" if old_id == previous_leader else "",
             action.value,
         )
         if action is StaticRejoin.REBALANCE:
