@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -313,3 +315,70 @@ def test_group_admin_describe_list_delete(gbroker: BrokerProcess) -> None:
     ka.close()
     admin.delete_consumer_groups(["Gadm"])["Gadm"].result(10)
     assert "Gadm" not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+
+
+class StaticConsumer:
+    """A confluent-kafka consumer with a group.instance.id, in this process; its rebalance events are
+    recorded when poll() serves them."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str, instance: str) -> None:
+        self.instance = instance
+        self.assigned: set[int] = set()
+        self.events: list[tuple[str, list[int]]] = []
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "group.instance.id": instance,
+                "session.timeout.ms": 10_000,
+                "heartbeat.interval.ms": 300,
+                "partition.assignment.strategy": "range",
+                "enable.auto.commit": False,
+            }
+        )
+        self.consumer.subscribe([topic], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke)
+
+    def _assign(self, _: Consumer, parts: list[TopicPartition]) -> None:
+        self.assigned = {p.partition for p in parts}
+        self.events.append(("assign", sorted(self.assigned)))
+
+    def _revoke(self, _: Consumer, parts: list[TopicPartition]) -> None:
+        self.assigned = set()
+        self.events.append(("revoke", sorted(p.partition for p in parts)))
+
+
+def poll_until(consumers: list[StaticConsumer], cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            c.consumer.poll(0.05)
+        if cond():
+            return
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def test_static_member_restart_gets_its_partitions_back_without_a_rebalance(gbroker: BrokerProcess) -> None:
+    """KIP-345: a static member closed without leaving and restarted within session.timeout.ms gets
+    the same partitions; the other member sees no revocation. Both restart in turn, so one of them is
+    the group's leader whichever joined first."""
+    create_topic(gbroker.bootstrap, "static", 4)
+    members = [StaticConsumer(gbroker.bootstrap, "Gstatic", "static", i) for i in ("a", "b")]
+    try:
+        poll_until(members, lambda: [len(m.assigned) for m in members] == [2, 2], 30, "2 + 2")
+        for i in (1, 0):
+            old, other = members[i], members[1 - i]
+            owned, kept = set(old.assigned), set(other.assigned)
+            other.events.clear()
+            started = time.monotonic()
+            old.consumer.close()  # a static member sends no LeaveGroup
+            new = StaticConsumer(gbroker.bootstrap, "Gstatic", "static", old.instance)
+            members[i] = new
+            poll_until([other, new], lambda n=new: bool(n.assigned), 20, f"{new.instance} to be reassigned")
+            assert time.monotonic() - started < 10, "not within the session timeout"
+            assert new.assigned == owned and new.events == [("assign", sorted(owned))]
+            # An eager rebalance cannot complete before every member has served its revocation.
+            assert other.events == [] and other.assigned == kept
+    finally:
+        for m in members:
+            with contextlib.suppress(RuntimeError):  # already closed
+                m.consumer.close()

@@ -34,7 +34,7 @@ from brook.protocol.group_records import (
     iter_records,
 )
 
-from .group import Group, GroupState, JoinResult, Member
+from .group import Group, GroupState, JoinResult, Member, StaticRejoin
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,7 @@ class GroupCoordinator:
         client_id: str,
         client_host: str,
         require_known_member_id: bool,
+        skip_assignment_supported: bool = False,
     ) -> JoinResult:
         try:
             self.check_coordinator(group_id)
@@ -252,7 +253,9 @@ class GroupCoordinator:
             if group_instance_id is not None:
                 old_id = group.static_members.get(group_instance_id)
                 if old_id is not None and old_id in group.members:
-                    return await self._replace_static_member(group, old_id, new_member(new_id))
+                    return await self._static_member_rejoin(
+                        group, old_id, new_member(new_id), skip_assignment_supported
+                    )
                 return await self._add_member_and_rebalance(group, new_member(new_id))
             if require_known_member_id:
                 # KIP-394: hand out an id and let the client come back with it.
@@ -266,21 +269,26 @@ class GroupCoordinator:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
             return await self._add_member_and_rebalance(group, new_member(member_id))
+        if group_instance_id is not None:
+            known = group.static_members.get(group_instance_id)
+            if known is not None and known != member_id:
+                # A newer incarnation of this instance holds its place: this one must shut down.
+                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=member_id)
+            if known is None:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
         member = group.members.get(member_id)
         if member is None:
-            if group_instance_id is not None and group_instance_id in group.static_members:
-                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=member_id)
             return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
         changed = member.protocols != protocols
         member.protocols = protocols
         member.session_timeout_ms = session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
-        if (
-            group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE)
-            and not changed
-            and member_id != group.leader
+        if not changed and (
+            group.is_(GroupState.COMPLETING_REBALANCE)
+            or (group.is_(GroupState.STABLE) and member_id != group.leader)
         ):
-            # A follower rejoining with nothing new: it gets the current generation back.
+            # Nothing new (e.g. a lost JoinGroup response): the current generation again, as Kafka.
+            # A Stable group's leader rejoining means it wants a rebalance (e.g. topic metadata).
             self._touch(member)
             return self._join_result(group, member)
         if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
@@ -300,25 +308,40 @@ class GroupCoordinator:
             self._extend_initial_delay(group)
         return await self._await_join(group, member)
 
-    async def _replace_static_member(self, group: Group, old_id: str, member: Member) -> JoinResult:
-        old = group.members.pop(old_id)
-        member.assignment = old.assignment
-        group.members[member.member_id] = member
-        assert member.group_instance_id is not None
-        group.static_members[member.group_instance_id] = member.member_id
-        for fut in (old.join_waiter, old.sync_waiter):
-            if fut is not None and not fut.done():
-                fut.set_exception(KafkaError(ErrorCode.FENCED_INSTANCE_ID))
-        was_leader = group.leader == old_id
-        if was_leader:
-            group.leader = member.member_id
-        if group.is_(GroupState.STABLE) and old.protocols == member.protocols and not was_leader:
-            # KIP-345: a static member restarting within its session timeout keeps its assignment.
-            self._touch(member)
-            return self._join_result(group, member)
-        if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
+    async def _static_member_rejoin(
+        self, group: Group, old_id: str, member: Member, skip_assignment_supported: bool
+    ) -> JoinResult:
+        """KIP-345 (Kafka's doStaticMemberJoinGroup): a static member back with a new member id
+        replaces its old one; in a Stable group it keeps its assignment and nobody rebalances."""
+        previous_leader = group.leader or ""
+        old = group.replace_static_member(old_id, member)
+        self._touch(member)
+        action = group.static_rejoin(old, member)
+        log.info(
+            "group %s: static member %s rejoined as %s (was %s%s): %s",
+            group.group_id,
+            member.group_instance_id,
+            member.member_id,
+            old_id,
+            ", the leader" if old_id == previous_leader else "",
+            action.value,
+        )
+        if action is StaticRejoin.REBALANCE:
             self._prepare_rebalance(group, f"static member {member.group_instance_id} rejoined")
-        return await self._await_join(group, member)
+        if action is not StaticRejoin.KEEP:
+            return await self._await_join(group, member)
+        await self._persist_group_async(group)  # the instance's new member id
+        result = self._join_result(group, member)
+        if member.member_id == group.leader:
+            if skip_assignment_supported:
+                # KIP-814: it learns it leads (and sees the members) but must not assign.
+                result.skip_assignment = True
+            else:
+                # Before v9 the only way to stop it assigning: name the old id as the leader, so it
+                # acts as a follower; its SyncGroup gets the stored assignment.
+                result.leader = previous_leader
+                result.members = []
+        return result
 
     async def _await_join(self, group: Group, member: Member) -> JoinResult:
         fut: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import struct
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -24,6 +25,15 @@ class GroupState(enum.Enum):
     DEAD = "Dead"
 
 
+class StaticRejoin(enum.Enum):
+    """What a known group.instance.id joining with a new member id leads to (Kafka's
+    doStaticMemberJoinGroup)."""
+
+    KEEP = "keep"  # Stable and nothing that matters changed: same generation, same assignment
+    REBALANCE = "rebalance"  # start a rebalance (the old member id may already be in an assignment)
+    JOIN = "join"  # a rebalance is gathering members: wait for it like everyone else
+
+
 @dataclass(slots=True)
 class JoinResult:
     error: ErrorCode
@@ -33,6 +43,7 @@ class JoinResult:
     leader: str = ""
     member_id: str = ""
     members: list[tuple[str, str | None, bytes]] = field(default_factory=list)  # only for the leader
+    skip_assignment: bool = False  # JoinGroup v9+ (KIP-814): the leader must not run the assignor
 
 
 @dataclass(slots=True)
@@ -109,6 +120,49 @@ class Group:
             votes[next(name for name, _ in m.protocols if name in candidates)] += 1
         return max(votes.items(), key=lambda kv: kv[1])[0]
 
+    def replace_static_member(self, old_id: str, member: Member) -> Member:
+        """KIP-345: a new incarnation of a static member takes the old one's place, assignment and
+        leadership; the old one's pending JoinGroup/SyncGroup get FENCED_INSTANCE_ID. Returns the old."""
+        assert member.group_instance_id is not None
+        old = self.members.pop(old_id)
+        for fut in (old.join_waiter, old.sync_waiter):
+            if fut is not None and not fut.done():
+                fut.set_exception(KafkaError(ErrorCode.FENCED_INSTANCE_ID))
+        member.assignment = old.assignment
+        self.members[member.member_id] = member
+        self.static_members[member.group_instance_id] = member.member_id
+        if self.leader == old_id:
+            self.leader = member.member_id
+        return old
+
+    def static_rejoin(self, old: Member, new: Member) -> StaticRejoin:
+        """Decide what the replacement of `old` by `new` (already done) means for the group.
+
+        As Kafka: in Stable, no rebalance unless the group's protocol would change; in
+        CompletingRebalance, a rebalance (the leader may have assigned to the old member id); in
+        PreparingRebalance, just join it. Brook also rebalances a Stable group when a consumer's
+        subscribed topics changed (Kafka would not notice until the next rebalance); other metadata
+        (owned partitions, generation, user data) differs across restarts and is ignored.
+        """
+        if self.is_(GroupState.PREPARING_REBALANCE):
+            return StaticRejoin.JOIN
+        if not self.is_(GroupState.STABLE):
+            return StaticRejoin.REBALANCE
+        try:
+            if self.select_protocol() != self.protocol:
+                return StaticRejoin.REBALANCE
+        except KafkaError:
+            return StaticRejoin.REBALANCE
+        if self.protocol_type == "consumer" and self.protocol is not None:
+            try:
+                before = _subscription_topics(old.metadata_for(self.protocol))
+                after = _subscription_topics(new.metadata_for(self.protocol))
+            except (KeyError, ValueError, IndexError, struct.error):
+                return StaticRejoin.KEEP  # not a subscription we can read: Kafka's rule alone
+            if before != after:
+                return StaticRejoin.REBALANCE
+        return StaticRejoin.KEEP
+
     def all_rejoined(self) -> bool:
         return all(m.awaiting_join for m in self.members.values()) and not self.pending_members
 
@@ -123,15 +177,13 @@ class Group:
         for m in self.members.values():
             try:
                 topics |= _subscription_topics(m.metadata_for(self.protocol))
-            except (KeyError, ValueError, IndexError):
+            except (KeyError, ValueError, IndexError, struct.error):
                 return None
         return topics
 
 
 def _subscription_topics(meta: bytes) -> set[str]:
     """Topics of a ConsumerProtocolSubscription (version i16, then an array of i16 strings)."""
-    import struct
-
     pos = 2
     (n,) = struct.unpack_from(">i", meta, pos)
     pos += 4

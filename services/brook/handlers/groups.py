@@ -74,6 +74,7 @@ async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
         hdr.client_id or "",
         CLIENT_HOST.get(),
         require_known_member_id=v >= 4,
+        skip_assignment_supported=v >= 9,
     )
     return messages.encode_response(
         ApiKey.JOIN_GROUP,
@@ -85,6 +86,7 @@ async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
             "protocol_type": result.protocol_type,
             "protocol_name": result.protocol if (result.protocol is not None or v >= 7) else "",
             "leader": result.leader,
+            "skip_assignment": result.skip_assignment,
             "member_id": result.member_id,
             "members": [
                 {"member_id": m, "group_instance_id": i, "metadata": meta} for m, i, meta in result.members
