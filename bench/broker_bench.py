@@ -335,6 +335,7 @@ def confluent_produce(
             "batch.size": 1_000_000,
             "acks": acks,
             "compression.type": "none",
+            "queue.buffering.max.messages": 1_000_000,  # as the kcat rows, so the two compare
         }
     )
     producer.list_topics(topic, timeout=10)  # connected and metadata known before the clock starts
