@@ -357,8 +357,8 @@ def test_load_above_the_target_adds_a_broker_and_moves_partitions_onto_it(env: E
     decision = env.autoscaling()["lastDecision"]
     assert decision["action"] in ("ScaleUp", "None"), decision  # the next pass may already hold
     (m,) = env.autoscaling()["metrics"]
-    if decision["action"] == "ScaleUp":  # what asks for 4 brokers: ceil(total / target)
-        assert 3 * TARGET < m["total"] <= 4 * TARGET, m
+    if decision["action"] == "ScaleUp":  # more than 3 brokers' worth (a later pass may see more load;
+        assert m["total"] > 3 * TARGET, m  # maxReplicas 4 caps it, and the ScaleUp event says 3 → 4)
 
     # What Prometheus has is what the producer sent, compared as totals (a rate over a window measured
     # at another moment depends on how evenly a loaded machine paces the producer). Payload plus the
