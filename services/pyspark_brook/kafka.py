@@ -43,6 +43,86 @@ class BrookDataLossError(RuntimeError):
     """Records the query needs are gone (retention, truncation, deleted topic) and failOnDataLoss=true."""
 
 
+class BrookOffsetsUnavailableError(RuntimeError):
+    """A partition's offsets could not be learned before the deadline (no leader for that long)."""
+
+
+OFFSETS_TIMEOUT_S = 30.0  # how long a partition may have no leader before a look-up gives up
+_RETRY_S = 0.5
+_ATTEMPT_S = 5.0  # one request's timeout: one spent waiting on a dead leader must leave time to retry
+
+# librdkafka's offset markers (confluent_kafka.OFFSET_*): an answer carrying one knew no offset (e.g. the
+# partition had no leader, or the request timed out), it is never a position in the log.
+_MARKERS = {-1: "OFFSET_END", -2: "OFFSET_BEGINNING", -1000: "OFFSET_STORED", -1001: "OFFSET_INVALID"}
+
+# Errors that go away once a leader is elected and known (or a request is simply answered).
+_TRANSIENT = {
+    KafkaError._TIMED_OUT,
+    KafkaError._TIMED_OUT_QUEUE,
+    KafkaError._TRANSPORT,
+    KafkaError._ALL_BROKERS_DOWN,
+    KafkaError._DESTROY_BROKER,
+    KafkaError._NODE_UPDATE,
+    KafkaError._NOENT,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.BROKER_NOT_AVAILABLE,
+    KafkaError.REPLICA_NOT_AVAILABLE,
+    KafkaError.KAFKA_STORAGE_ERROR,
+}
+
+
+def transient(e: KafkaException) -> bool:
+    """Whether a failed offsets look-up is worth asking again (a leader is moving, a broker is down)."""
+    err = e.args[0] if e.args else None
+    return isinstance(err, KafkaError) and (err.retriable() or err.code() in _TRANSIENT)
+
+
+def real_offset(offset: int | None) -> int | None:
+    """An offset librdkafka answered, or None when it is one of its markers (or missing)."""
+    return offset if offset is not None and offset >= 0 else None
+
+
+def describe(offset: int | None) -> str:
+    return f"{offset} ({_MARKERS[offset]})" if offset in _MARKERS else str(offset)
+
+
+def watermarks(
+    consumer: Consumer, tp: TopicPartition, timeout_s: float = OFFSETS_TIMEOUT_S
+) -> tuple[int, int]:
+    """(log start, high watermark) of a partition from its leader, asking again while there is none.
+
+    get_watermark_offsets raises _TIMED_OUT while the leader is down, and its answers may be the
+    OFFSET_INVALID marker: neither is an offset. BrookOffsetsUnavailableError after `timeout_s`.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        attempt = max(1.0, min(_ATTEMPT_S, deadline - time.monotonic()))
+        try:
+            low, high = consumer.get_watermark_offsets(tp, timeout=attempt, cached=False)
+            if real_offset(low) is not None and real_offset(high) is not None:
+                return low, high
+            problem = f"the answer was {describe(low)}, {describe(high)}"
+        except KafkaException as e:
+            if not transient(e):
+                raise
+            problem = str(e.args[0])
+        if time.monotonic() >= deadline:
+            raise BrookOffsetsUnavailableError(
+                f"{tp.topic}-{tp.partition}: no watermarks within {timeout_s:.0f} s ({problem}); "
+                "is the partition without a leader?"
+            )
+        time.sleep(_RETRY_S)
+        try:  # fresh metadata: the leader librdkafka has cached may be the dead one
+            consumer.list_topics(tp.topic, timeout=_ATTEMPT_S)
+        except KafkaException as e:
+            log.info("metadata of %s: %s", tp.topic, e)
+
+
 def data_loss(message: str, fail: bool) -> None:
     """Raise when failOnDataLoss is true; otherwise log and let the caller skip ahead."""
     text = (
@@ -57,13 +137,21 @@ def data_loss(message: str, fail: bool) -> None:
 class Cluster:
     """Driver-side metadata and offset look-ups, batched per request."""
 
-    def __init__(self, client: dict[str, Any], timeout_s: float = 30.0) -> None:
+    def __init__(self, client: dict[str, Any], timeout_s: float = OFFSETS_TIMEOUT_S) -> None:
         admin_conf = {k: v for k, v in client.items() if not k.startswith(("group.", "enable.auto", "auto."))}
         self.admin = AdminClient(admin_conf)
         self.timeout_s = timeout_s
 
     def topics(self) -> dict[str, list[int]]:
-        md = self.admin.list_topics(timeout=self.timeout_s)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                md = self.admin.list_topics(timeout=max(1.0, min(_ATTEMPT_S, deadline - time.monotonic())))
+                break
+            except KafkaException as e:  # e.g. the broker asked was frozen: another may answer
+                if not transient(e) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(_RETRY_S)
         out: dict[str, list[int]] = {}
         for name, t in md.topics.items():
             if t.error is not None and t.error.code() != KafkaError.NO_ERROR:
@@ -87,31 +175,77 @@ class Cluster:
                 out.extend((name, p) for p in topics[name])
         return out
 
-    def _list(self, tps: Iterable[TP], spec: OffsetSpec) -> dict[TP, int]:
-        tps = list(tps)
-        if not tps:
-            return {}
+    def _list(self, tps: Iterable[TP], spec: OffsetSpec, what: str) -> dict[TP, int]:
+        """Real offsets for every partition, asked again for those without one (no leader, a timeout:
+        librdkafka then answers an error or the OFFSET_INVALID marker) until `timeout_s` has passed."""
+        pending = list(dict.fromkeys(tps))
+        out: dict[TP, int] = {}
+        problems: dict[TP, str] = {}
         deadline = time.monotonic() + self.timeout_s
-        while True:
+        while pending:
+            attempt = max(1.0, min(_ATTEMPT_S, deadline - time.monotonic()))
             try:
                 futures = self.admin.list_offsets(
-                    {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self.timeout_s
+                    {TopicPartition(t, p): spec for t, p in pending}, request_timeout=attempt
                 )
-                return {(tp.topic, tp.partition): f.result().offset for tp, f in futures.items()}
+                for tp, f in futures.items():
+                    key = (tp.topic, tp.partition)
+                    try:
+                        answer = f.result().offset
+                    except KafkaException as e:
+                        if not transient(e):
+                            raise
+                        problems[key] = str(e.args[0])
+                        continue
+                    offset = real_offset(answer)
+                    if offset is None:
+                        problems[key] = f"the answer was {describe(answer)}"
+                    else:
+                        out[key] = offset
             except KafkaException as e:
-                err = e.args[0] if e.args else None
-                retriable = isinstance(err, KafkaError) and (
-                    err.retriable() or err.code() == KafkaError._NOENT
-                )
-                if not retriable or time.monotonic() > deadline:
+                if not transient(e):
                     raise
-                time.sleep(0.5)  # a leader is moving (failover) or metadata is catching up
+                problems.update({tp: str(e.args[0]) for tp in pending})
+            pending = [tp for tp in pending if tp not in out]
+            if not pending:
+                break
+            if time.monotonic() >= deadline:
+                detail = "; ".join(f"{t}-{p}: {problems.get((t, p), '?')}" for t, p in pending)
+                raise BrookOffsetsUnavailableError(
+                    f"no {what} offsets within {self.timeout_s:.0f} s for {detail}; "
+                    "are these partitions without a leader?"
+                )
+            time.sleep(_RETRY_S)  # a leader is moving (failover) or metadata is catching up
+            self._refresh_metadata({t for t, _ in pending})
+        return out
+
+    def _refresh_metadata(self, topics: set[str]) -> None:
+        """Ask for the topics' metadata now: librdkafka would otherwise keep sending ListOffsets to a
+        dead leader it has cached, answering OFFSET_INVALID each time, for minutes."""
+        for topic in sorted(topics):
+            try:
+                self.admin.list_topics(topic, timeout=_ATTEMPT_S)
+            except KafkaException as e:
+                log.info("metadata of %s: %s", topic, e)
 
     def earliest(self, tps: Iterable[TP]) -> dict[TP, int]:
-        return self._list(tps, OffsetSpec.earliest())  # type: ignore[no-untyped-call]
+        return self._list(tps, OffsetSpec.earliest(), "earliest")  # type: ignore[no-untyped-call]
 
     def latest(self, tps: Iterable[TP]) -> dict[TP, int]:
-        return self._list(tps, OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        return self._list(tps, OffsetSpec.latest(), "latest")  # type: ignore[no-untyped-call]
+
+    def latest_at_least(self, tps: Iterable[TP], floor: dict[TP, int]) -> dict[TP, int]:
+        """Latest offsets, asked again (until `timeout_s`) for partitions answering below `floor`: just
+        after a failover the new leader's high watermark can lag the one the query already read up to.
+        Still below at the deadline: the log was truncated, the caller decides."""
+        highs = self.latest(tps)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            low = [tp for tp, h in highs.items() if h < floor.get(tp, 0)]
+            if not low or time.monotonic() >= deadline:
+                return highs
+            time.sleep(_RETRY_S)
+            highs.update(self.latest(low))
 
     def create_topic(self, name: str, partitions: int, replication: int, config: dict[str, str]) -> None:
         from confluent_kafka.cimpl import NewTopic
@@ -300,13 +434,24 @@ def _in_range(msgs: list[Message], expected: int, end: int) -> list[Message]:
 
 
 def _check_start_gap(consumer: Consumer, rng: OffsetRange, first: int, fail: bool) -> None:
-    low, _high = consumer.get_watermark_offsets(TopicPartition(rng.topic, rng.partition), timeout=10)
+    low, _high = watermarks(consumer, TopicPartition(rng.topic, rng.partition))
     if low > rng.start:
         data_loss(
             f"{rng.topic}-{rng.partition}: offsets {rng.start}..{min(first, low) - 1} are no longer "
             f"available (log start offset is {low})",
             fail,
         )
+
+
+def _end_reached(consumer: Consumer, tp: TopicPartition, end: int) -> tuple[int, int]:
+    """Watermarks, asked again while the high watermark is below `end`: a new leader's high watermark
+    can lag its predecessor's for a moment after a failover. Truncation if it stays below."""
+    deadline = time.monotonic() + OFFSETS_TIMEOUT_S
+    while True:
+        low, high = watermarks(consumer, tp)
+        if high >= end or time.monotonic() >= deadline:
+            return low, high
+        time.sleep(_RETRY_S)
 
 
 def _handle_error(
@@ -319,7 +464,7 @@ def _handle_error(
         high = offset_of(m)  # librdkafka reports the high watermark as the EOF offset
         if high >= rng.end:
             return rng.end  # the rest of the range was compaction gaps or control records
-        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        low, high = _end_reached(consumer, tp, rng.end)
         if high >= rng.end:
             return expected  # the log grew meanwhile; keep reading
         data_loss(
@@ -329,7 +474,7 @@ def _handle_error(
         )
         return rng.end
     if code in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
-        low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+        low, high = watermarks(consumer, tp)
         if low > expected:
             data_loss(
                 f"{rng.topic}-{rng.partition}: offsets {expected}..{min(low, rng.end) - 1} are no longer "
@@ -340,6 +485,8 @@ def _handle_error(
                 return rng.end
             consumer.assign([TopicPartition(rng.topic, rng.partition, low)])
             return low
+        if high < rng.end and high <= expected:
+            low, high = _end_reached(consumer, tp, rng.end)
         if high < rng.end and high <= expected:
             data_loss(
                 f"{rng.topic}-{rng.partition}: the log ends at offset {high} but the query planned to read "

@@ -82,11 +82,26 @@ def parse_offsets(name: str, raw: str | None, default: str) -> OffsetSpec:
         ) from None
     if not isinstance(data, dict):
         raise BrookOptionError(f"option {name}: the JSON must be an object of topics")
+    # -2 and -1 are Spark's sentinels; any other negative (e.g. librdkafka's -1001 OFFSET_INVALID) is
+    # no offset at all. endingOffsets takes no -2, as in Spark.
+    allowed = (EARLIEST, LATEST) if name == "startingOffsets" else (LATEST,)
     out: dict[str, dict[int, int]] = {}
     for topic, parts in data.items():
         if not isinstance(parts, dict):
             raise BrookOptionError(f"option {name}: topic {topic!r} must map partitions to offsets")
-        out[str(topic)] = {int(p): int(o) for p, o in parts.items()}
+        try:
+            offsets = {int(p): int(o) for p, o in parts.items()}
+        except (TypeError, ValueError):
+            raise BrookOptionError(
+                f"option {name}: topic {topic!r}: partitions and offsets must be integers"
+            ) from None
+        for part, off in offsets.items():
+            if off < 0 and off not in allowed:
+                raise BrookOptionError(
+                    f"option {name}: {topic}-{part}: {off} is not an offset "
+                    f"(use a position >= 0, or {' / '.join(map(str, allowed))})"
+                )
+        out[str(topic)] = offsets
     return out
 
 

@@ -224,11 +224,11 @@ class BrookStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._publish(begin)
         if self._target is not None:
             tps = list(self._target)
-            highs = self.cluster.latest(tps)
+            highs = self.cluster.latest_at_least(tps, begin)
             highs = {tp: min(h, self._target[tp]) for tp, h in highs.items()}
         else:
             tps = self.cluster.partitions(self.opts.subscription)
-            highs = self.cluster.latest(tps)
+            highs = self.cluster.latest_at_least(tps, begin)
         self._latest = dict(highs)
         end: dict[TP, int] = {}
         # Partitions seen for the first time (new topic, CreatePartitions) enter at their log start,
@@ -288,6 +288,7 @@ class BrookStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._publish(decode_offsets(end))
 
     def _publish(self, offsets: dict[TP, int]) -> None:
+        offsets = {tp: o for tp, o in offsets.items() if o >= 0}  # a position, never a marker
         if self.opts.commit_group_id is None or not offsets or offsets == self._published:
             return
         if self._committer is None:

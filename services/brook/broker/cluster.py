@@ -498,6 +498,7 @@ class ClusterNode:
                 if sorted(new_isr) == sorted(st.isr):
                     continue
                 epoch = self.controller.epoch if self.controller is not None else 0
+                p.propose_isr(new_isr)  # acks wait for added members from now on, not from the write
                 try:
                     written = await self.store.set_partition_state(
                         p.topic,

@@ -220,7 +220,7 @@ class LeaderFetcher:
                         p.index,
                         r.log_start_offset,
                     )
-                    p.log.reset_to(r.log_start_offset)
+                    p.reset_to(r.log_start_offset)
                 else:
                     self._needs_truncation.add((p.topic, p.index))
                 continue

@@ -77,6 +77,7 @@ class Partition:
         # watermark: until then its own value may be stale, above records about to be truncated.
         self._hw_from_leader = False
         self.followers: dict[int, FollowerProgress] = {}
+        self._proposed_isr: tuple[int, list[int]] | None = None  # (role version, ISR being written)
         self._waiters: set[asyncio.Future[None]] = set()
         self._acks: list[tuple[int, asyncio.Future[None]]] = []
         self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
@@ -152,7 +153,7 @@ class Partition:
         leo = self.log.log_end_offset
         ends = [leo] + [
             self.followers[r].log_end_offset if r in self.followers else -1
-            for r in self.role.isr
+            for r in self._maximal_isr()
             if r != self.node_id
         ]
         hw = max(self._hw, min(ends))
@@ -178,6 +179,19 @@ class Partition:
         state.last_fetch_leader_leo = leo
         state.last_fetch_ms = now
         self._advance_hw()
+
+    def propose_isr(self, isr: list[int]) -> None:
+        """An ISR change is being written to the metadata. Until this partition's role moves past the
+        version it was based on, the high watermark also waits for the members it adds (Kafka's maximal
+        ISR): the controller may make such a member leader as soon as the write lands, so nothing may be
+        acknowledged without it meanwhile. Members it removes keep counting until the write is seen."""
+        self._proposed_isr = (self.role.version, list(isr))
+
+    def _maximal_isr(self) -> list[int]:
+        proposed = self._proposed_isr
+        if proposed is None or proposed[0] != self.role.version:
+            return self.role.isr
+        return self.role.isr + [r for r in proposed[1] if r not in self.role.isr]
 
     def isr_change(self, lag_max_ms: int) -> list[int] | None:
         """The ISR this leader should record now (followers lagging too long out, caught-up ones in),
@@ -260,6 +274,13 @@ class Partition:
             self.producers.record(h, h.base_offset)
             self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self.wake_fetchers()
+
+    def reset_to(self, offset: int) -> None:
+        """Drop the whole log and go on, empty, at `offset` (a follower behind the leader's log start).
+        Producer state and epochs described the dropped records; they restart from what is fetched."""
+        self.log.reset_to(offset)
+        self.epochs = LeaderEpochCache()
+        self.producers.clear()
 
     def truncate_to(self, offset: int) -> None:
         """Drop records at and after `offset` (divergent records of a deposed leader)."""
