@@ -53,12 +53,17 @@ class Cluster:
         return ",".join(b.bootstrap for b in self.brokers if b.proc is not None and b.proc.poll() is None)
 
     def start(self) -> Cluster:
-        self.etcd.start()
-        for i in range(self._n):
-            self.add_broker(i)
-        # Each broker learns the others' registrations through its etcd watch: wait until every one
-        # knows them all, or a topic created at once may see too few brokers for its replicas.
-        eventually(self.all_registered, 60, f"every broker to see all {self._n} registered")
+        """Start etcd and the brokers; on failure, stop what started (fixtures call this outside try)."""
+        try:
+            self.etcd.start()
+            for i in range(self._n):
+                self.add_broker(i)
+            # Each broker learns the others' registrations through its etcd watch: wait until every one
+            # knows them all, or a topic created at once may see too few brokers for its replicas.
+            eventually(self.all_registered, 60, f"every broker to see all {self._n} registered")
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def add_broker(self, node_id: int) -> BrokerProcess:
