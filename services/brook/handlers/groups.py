@@ -8,7 +8,7 @@ from brook.broker.broker import Broker
 from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.groups.group import GroupState
 from brook.protocol import messages
-from brook.protocol.errors import ErrorCode
+from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
@@ -34,8 +34,12 @@ async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any
     if not key:
         entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="the group id is empty")
         return entry
-    await broker.groups.ensure_offsets_topic()
-    leader = broker.partition_state(OFFSETS_TOPIC, broker.groups.partition_for(key))[0]
+    try:
+        await broker.groups.ensure_offsets_topic()
+        leader = broker.partition_state(OFFSETS_TOPIC, broker.groups.partition_for(key))[0]
+    except KafkaError as e:  # the offsets topic is being created, or not yet known here: retriable
+        entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=e.message)
+        return entry
     endpoint = broker.endpoint(leader)
     if endpoint is None:
         entry.update(
