@@ -9,7 +9,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import CreateTopicsRequest
-from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
@@ -17,7 +16,7 @@ from brook.handlers import ADVERTISED
 from brook.protocol.errors import ErrorCode
 from brook.protocol.versions import request_is_flexible
 from tests.support.broker import BrokerProcess
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, fetch_request
 from tests.support.records import batch
 
 pytestmark = pytest.mark.slow
@@ -65,32 +64,7 @@ def produce(
 def fetch(
     c: RawClient, topic: str, offset: int, version: int = 11, partition: int = 0
 ) -> tuple[int, int, bytes | None]:
-    F = FetchRequest
-    req = F(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            F.FetchTopic(
-                topic=topic,
-                partitions=[
-                    F.FetchTopic.FetchPartition(
-                        partition=partition,
-                        current_leader_epoch=-1,
-                        fetch_offset=offset,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    req = fetch_request(topic, offset, partition=partition)
     p = c.request(req, version).responses[0].partitions[0]
     return int(p.error_code), int(p.high_watermark), p.records
 

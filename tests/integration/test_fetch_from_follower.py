@@ -12,12 +12,11 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from kafka.protocol.admin import DescribeConfigsRequest
-from kafka.protocol.consumer import FetchRequest
 
 from brook.protocol.errors import ErrorCode
 from tests.support.cluster import Cluster
 from tests.support.ports import free_port
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, fetch_request
 
 pytestmark = pytest.mark.slow
 
@@ -104,33 +103,8 @@ def test_a_consumer_reads_from_the_follower_in_its_rack(racked: tuple[Cluster, d
 
     # A consumer's Fetch below v11 carries no rack and must go to the leader; from v11 any replica
     # serves it, up to its high watermark.
-    F = FetchRequest
     for version, code in [(10, ErrorCode.NOT_LEADER_OR_FOLLOWER), (11, 0)]:
-        req = F(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                F.FetchTopic(
-                    topic=topic,
-                    partitions=[
-                        F.FetchTopic.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=0,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
+        req = fetch_request(topic)
         with RawClient(c.broker(follower).bootstrap) as raw:
             part = raw.request(req, version).responses[0].partitions[0]
         assert part.error_code == code, version

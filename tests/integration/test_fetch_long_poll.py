@@ -14,12 +14,11 @@ from typing import Any
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
-from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.producer import ProduceRequest
 
 from brook.protocol.messages import response_class
 from tests.support.broker import BrokerProcess
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, fetch_request
 from tests.support.records import batch
 
 pytestmark = pytest.mark.slow
@@ -85,32 +84,9 @@ class PendingFetch:
         min_bytes: int = 1,
         replica_id: int = -1,
     ) -> None:
-        F = FetchRequest
         self.c = c
-        self.req = F(
-            replica_id=replica_id,
-            max_wait_ms=max_wait_ms,
-            min_bytes=min_bytes,
-            max_bytes=1 << 20,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                F.FetchTopic(
-                    topic=topic,
-                    partitions=[
-                        F.FetchTopic.FetchPartition(
-                            partition=0,
-                            current_leader_epoch=-1,
-                            fetch_offset=offset,
-                            log_start_offset=-1,
-                            partition_max_bytes=1 << 20,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
+        self.req = fetch_request(
+            topic, offset, max_wait_ms=max_wait_ms, min_bytes=min_bytes, replica_id=replica_id
         )
         self.req.with_header(correlation_id=4242, client_id="long-poll-test")
         self.sent_at = time.monotonic()

@@ -17,14 +17,13 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from brook.protocol.errors import ErrorCode
 from tests.support.broker import BrokerProcess
 from tests.support.cluster import Cluster, eventually
 from tests.support.ports import free_port
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, fetch_request
 from tests.support.small_fs import ballast, fill_up, resize, small_filesystem
 
 pytestmark = pytest.mark.slow
@@ -118,32 +117,7 @@ def offline_dirs(metrics_port: int) -> float:
 
 
 def fetch_error(bootstrap: str, topic: str) -> int:
-    F = FetchRequest
-    req = F(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            F.FetchTopic(
-                topic=topic,
-                partitions=[
-                    F.FetchTopic.FetchPartition(
-                        partition=0,
-                        current_leader_epoch=-1,
-                        fetch_offset=0,
-                        log_start_offset=-1,
-                        partition_max_bytes=1 << 20,
-                    )
-                ],
-            )
-        ],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
+    req = fetch_request(topic)
     with RawClient(bootstrap) as c:
         return int(c.request(req, 11).responses[0].partitions[0].error_code)
 

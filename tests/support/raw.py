@@ -6,6 +6,8 @@ import socket
 import struct
 from typing import Any
 
+from kafka.protocol.consumer import FetchRequest
+
 from brook.protocol.messages import response_class
 
 
@@ -61,3 +63,42 @@ class RawClient:
         assert cid == self._cid, (cid, self._cid)
         body = frame[5:] if flexible else frame[4:]
         return cls.decode(body, version=version)
+
+
+def fetch_request(
+    topic: str,
+    offset: int = 0,
+    *,
+    partition: int = 0,
+    max_wait_ms: int = 0,
+    min_bytes: int = 0,
+    replica_id: int = -1,
+    max_bytes: int = 1 << 20,
+) -> Any:
+    """A kafka-python FetchRequest (v4-v12 fields, sessionless) for one partition of one topic."""
+    F = FetchRequest
+    return F(
+        replica_id=replica_id,
+        max_wait_ms=max_wait_ms,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            F.FetchTopic(
+                topic=topic,
+                partitions=[
+                    F.FetchTopic.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=max_bytes,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
