@@ -79,7 +79,14 @@ def brook(root: Path, brokers: int, auto_create: bool) -> Iterator[str]:
     cluster = Cluster(
         root,
         brokers,
-        extra_args=[*base, "--replica-selector-class", RACK_AWARE],
+        # Kafka's default initial rebalance delay (the test cluster's 0 splits 0113's first joins).
+        extra_args=[
+            *base,
+            "--replica-selector-class",
+            RACK_AWARE,
+            "--group-initial-rebalance-delay-ms",
+            "3000",
+        ],
         node_args=lambda i: ["--rack", f"RACK{i}"],
     )
     try:
