@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.record.default_records import DefaultRecordBatch
 
+from tests.integration.test_cluster import Acks
 from tests.support.broker import BrokerProcess
 from tests.support.cluster import Cluster, eventually
 from tests.support.raw import RawClient
@@ -105,20 +106,6 @@ def values(batches: list[bytes]) -> list[bytes]:
 def stop_signal(b: BrokerProcess, sig: int) -> None:
     assert b.proc is not None and b.proc.poll() is None
     os.kill(b.proc.pid, sig)
-
-
-class Acks:
-    def __init__(self) -> None:
-        self.ok: list[tuple[int, int, bytes]] = []
-        self.errors: list[KafkaError] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, err: KafkaError | None, msg: Any) -> None:
-        with self.lock:
-            if err is None:
-                self.ok.append((msg.partition(), msg.offset(), msg.value()))
-            else:
-                self.errors.append(err)
 
 
 def produce_all(
