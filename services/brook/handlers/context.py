@@ -22,6 +22,12 @@ ZERO_UUID = uuid.UUID(int=0)
 
 # The client's address, set by the connection's task (each connection runs in its own context).
 CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host", default="")
+# Who the connection authenticated as (Kafka's KafkaPrincipal "User:<name>"), set by the connection once
+# TLS or SASL has established it; the authorizer checks requests against it.
+ANONYMOUS = "User:ANONYMOUS"
+PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("principal", default=ANONYMOUS)
+# The name of the listener the request arrived on (Metadata answers with that listener's addresses).
+LISTENER_NAME: contextvars.ContextVar[str] = contextvars.ContextVar("listener_name", default="PLAINTEXT")
 
 
 def uuid_bytes(value: Any) -> bytes:
