@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import MetadataRequest
 
@@ -78,13 +78,32 @@ def fill(bootstrap: str, topic: str, first: int, out: Deliveries, limit: int = 2
     return i
 
 
+RETRIABLE = {
+    KafkaError.OFFSET_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError._TIMED_OUT,
+}
+
+
+def end_offset(cons: Consumer, topic: str, partition: int, timeout: float = 30) -> int:
+    """The partition's high watermark. Right after a leader change the new leader answers
+    OFFSET_NOT_AVAILABLE until its high watermark reaches its epoch's start (as Kafka): retriable."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return int(cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
+        except KafkaException as e:
+            if e.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def read_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 20) -> list[int]:
     """The ids of every record up to each partition's end offset."""
     cons = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.auto.commit": False})
     try:
-        ends = {
-            p: cons.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)
-        }
+        ends = {p: end_offset(cons, topic, p) for p in range(partitions)}
         cons.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         ids: list[int] = []
         done = {p for p, end in ends.items() if end == 0}

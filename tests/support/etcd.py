@@ -60,16 +60,35 @@ def run(coro: Coroutine[Any, Any, T], timeout: float = 30.0) -> T:
             stacks = io.StringIO()
             for t in asyncio.all_tasks():
                 if t is not asyncio.current_task():
-                    try:
-                        t.print_stack(limit=12, file=stacks)
-                    except Exception:  # grpc's Cython coroutines have frames print_stack cannot walk
-                        print(repr(t), file=stacks)
+                    print(f"{t!r}:", file=stacks)
+                    for line in _awaiting(t):
+                        print(f"    {line}", file=stacks)
             task.cancel()
             await asyncio.wait([task], timeout=5)
             raise AssertionError(f"scenario did not finish within {timeout}s; tasks:\n{stacks.getvalue()}")
         return task.result()
 
     return asyncio.run(limited())
+
+
+_FRAMES = ("cr_frame", "ag_frame", "gi_frame")
+_AWAITS = ("cr_await", "ag_await", "gi_yieldfrom")
+
+
+def _awaiting(task: asyncio.Task[Any]) -> list[str]:
+    """Where a task waits: its coroutine and every coroutine it awaits, innermost last (Task's own
+    stack shows only the outermost frame of a suspended coroutine)."""
+    out: list[str] = []
+    obj: Any = task.get_coro()
+    for _ in range(40):
+        frame = next((getattr(obj, a) for a in _FRAMES if getattr(obj, a, None)), None)
+        if frame is None:
+            if obj is not None:
+                out.append(repr(obj)[:200])
+            break
+        out.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        obj = next((getattr(obj, a) for a in _AWAITS if getattr(obj, a, None)), None)
+    return out
 
 
 async def eventually(predicate: Any, timeout: float, interval: float = 0.05) -> None:

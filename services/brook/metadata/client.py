@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import aetcd  # type: ignore[import-untyped,unused-ignore]
 from aetcd import rpc  # type: ignore[import-untyped,unused-ignore]
 
+from ._tasks import raise_if_cancelling
 from .errors import CompactedError, EtcdUnavailableError, MetadataError
 
 log = logging.getLogger(__name__)
@@ -516,6 +517,7 @@ class RawWatch:
                     break
                 if _stream_dead(self._client):
                     raise aetcd.ConnectionFailedError("the watch stream ended silently")
+                raise_if_cancelling()
         except StopAsyncIteration:
             raise
         except aetcd.RevisionCompactedError as e:

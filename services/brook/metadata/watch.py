@@ -7,6 +7,7 @@ import logging
 from collections import deque
 from collections.abc import Iterable
 
+from ._tasks import raise_if_cancelling
 from .client import EtcdClient, EventType, KeyValue, RawWatch, WatchEvent
 from .errors import CompactedError, EtcdUnavailableError, MetadataError
 
@@ -57,6 +58,7 @@ class PrefixWatch:
 
     async def __anext__(self) -> WatchEvent:
         while True:
+            raise_if_cancelling()
             if self._pending:
                 return self._deliver(self._pending.popleft())
             if self._closed:
