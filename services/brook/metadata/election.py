@@ -14,7 +14,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 
-from ._tasks import cancel_and_wait
+from ._tasks import cancel_and_wait, raise_if_cancelling
 from .client import Compare, EtcdClient, EventType, Get, KeyValue, Put
 from .errors import MetadataError
 from .keys import KeyLayout
@@ -153,6 +153,7 @@ class ControllerElection:
     async def _run(self) -> None:
         delay = 0.1
         while True:
+            raise_if_cancelling()  # a stop() must end the campaign even if a callee swallowed it
             try:
                 won, revision = await self._campaign()
                 if won:

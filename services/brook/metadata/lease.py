@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ._tasks import cancel_and_wait
+from ._tasks import cancel_and_wait, raise_if_cancelling
 from .client import EtcdClient
 from .errors import MetadataError
 
@@ -55,6 +55,7 @@ class KeptLease:
         retry = min(interval / 3, 0.25)
         pause = interval
         while True:
+            raise_if_cancelling()
             await asyncio.sleep(pause)
             sent = loop.time()
             if sent >= self._alive_until:
