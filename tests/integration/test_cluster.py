@@ -33,9 +33,17 @@ def create(
     admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])[name].result(20)
 
 
-def partition_md(c: Cluster, topic: str, p: int = 0) -> Any:
-    admin = AdminClient({"bootstrap.servers": c.bootstrap})
-    return admin.list_topics(topic, timeout=10).topics[topic].partitions[p]
+def partition_md(c: Cluster, topic: str, p: int = 0, timeout: float = 30) -> Any:
+    """The partition's metadata. A broker learns a new topic from etcd a moment after it was created
+    (its answer has no partitions yet, as Kafka's metadata propagation): asked again until it has."""
+    deadline = time.monotonic() + timeout
+    while True:
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        t = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if t is not None and p in t.partitions:
+            return t.partitions[p]
+        assert time.monotonic() < deadline, f"{topic}-{p} not in the metadata after {timeout}s"
+        time.sleep(0.2)
 
 
 def consume_all(
@@ -124,7 +132,9 @@ def test_stopped_follower_leaves_the_isr_and_returns(cluster: Cluster) -> None:
     follower = next(r for r in md.replicas if r != md.leader)
     proc = cluster.broker(follower).proc
     assert proc is not None
-    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
+    # Bootstrapped from the leader: a client whose bootstrap is the stopped broker waits out its socket
+    # timeout (60 s) first, which says nothing about the ISR.
+    p = Producer({"bootstrap.servers": cluster.broker(md.leader).bootstrap, "acks": "all", "linger.ms": 0})
     acks = Acks()
     proc.send_signal(19)  # SIGSTOP: alive for etcd until its lease runs out, silent for the leader
     try:
