@@ -226,7 +226,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+SERVER_COMMANDS = ("broker", "dev")
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first not in SERVER_COMMANDS and "--log-level" not in argv:
+        from brook.console import main as console_main  # topics, groups, produce, consume ...
+
+        console_main(argv)
+        return
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

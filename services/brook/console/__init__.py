@@ -1,0 +1,36 @@
+"""The `brook` command for people: topics, groups, the cluster, produce and consume, over the Kafka
+protocol with confluent-kafka (so it works against any Kafka-compatible cluster). `brook broker` and
+`brook dev up` (the server side) are handled by brook.cli and only listed here."""
+
+from __future__ import annotations
+
+import typer
+
+from . import cluster, groups, records, topics
+
+app = typer.Typer(
+    name="brook",
+    help="Brook: a Kafka-compatible broker, and a client for any Kafka cluster.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(topics.app, name="topic")
+app.add_typer(groups.app, name="group")
+app.add_typer(cluster.app, name="cluster")
+app.command("produce")(records.produce)
+app.command("consume")(records.consume)
+
+
+@app.command("broker", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def broker() -> None:
+    """Run one broker (see `brook broker --help`)."""
+
+
+@app.command("dev", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def dev() -> None:
+    """A local development cluster: `brook dev up` (see `brook dev up --help`)."""
+
+
+def main(argv: list[str]) -> None:
+    app(args=argv, prog_name="brook")

@@ -1,0 +1,206 @@
+"""`brook group ...`: list, describe (members, assignment, committed offsets, lag), reset-offsets
+(a plan without --execute), delete."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any
+
+import typer
+
+from .common import DEFAULT_BOOTSTRAP as B
+from .common import (
+    Bootstrap,
+    ClientSettings,
+    CommandError,
+    Output,
+    OutputOpt,
+    admin,
+    command,
+    emit,
+    metadata,
+    result,
+)
+
+app = typer.Typer(
+    help="Consumer groups: list, describe with lag, reset offsets, delete.", no_args_is_help=True
+)
+
+
+@app.command("list")
+@command
+def list_(bootstrap: Bootstrap = B, output: OutputOpt = Output.table, x: ClientSettings = None) -> None:
+    """Every consumer group with its state."""
+    a = admin(bootstrap, x)  # referenced until its futures resolve
+    res = result(a.list_consumer_groups(), "list groups")
+    rows = sorted((g.group_id, str(g.state).replace("ConsumerGroupState.", "")) for g in res.valid)
+    emit(output, [{"group": g, "state": s} for g, s in rows], ["GROUP", "STATE"], rows)
+
+
+def _committed(a: Any, group: str) -> dict[tuple[str, int], int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    got = result(
+        a.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group], f"offsets of {group}"
+    )
+    return {(tp.topic, tp.partition): tp.offset for tp in got.topic_partitions if tp.offset >= 0}
+
+
+def _ends(a: Any, tps: list[tuple[str, int]], spec: Any = None) -> dict[tuple[str, int], int]:
+    from confluent_kafka import TopicPartition
+
+    if not tps:
+        return {}
+    futs = a.list_offsets({TopicPartition(t, p): spec or _spec("latest") for t, p in tps})
+    return {(t, p): result(futs[TopicPartition(t, p)], f"offsets of {t}-{p}").offset for t, p in tps}
+
+
+@app.command("describe")
+@command
+def describe(
+    group: str, bootstrap: Bootstrap = B, output: OutputOpt = Output.table, x: ClientSettings = None
+) -> None:
+    """Members and their partitions, committed and end offsets, lag per partition and in total."""
+    a = admin(bootstrap, x)
+    desc = result(a.describe_consumer_groups([group])[group], f"describe {group}")
+    owner: dict[tuple[str, int], str] = {}
+    members = []
+    for m in desc.members:
+        tps = [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
+        members.append(
+            {
+                "member": m.member_id,
+                "client": m.client_id,
+                "host": m.host,
+                "partitions": [f"{t}-{p}" for t, p in sorted(tps)],
+            }
+        )
+        for tp in tps:
+            owner[tp] = m.client_id
+    committed = _committed(a, group)
+    keys = sorted(set(committed) | set(owner))
+    ends = _ends(a, keys)
+    parts: list[dict[str, Any]] = []
+    for t, p in keys:
+        c = committed.get((t, p))
+        lag = None if c is None else max(ends[(t, p)] - c, 0)
+        parts.append(
+            {
+                "topic": t,
+                "partition": p,
+                "committed": c,
+                "end": ends[(t, p)],
+                "lag": lag,
+                "owner": owner.get((t, p)),
+            }
+        )
+    total = sum(int(x["lag"] or 0) for x in parts)
+    state = str(desc.state).replace("ConsumerGroupState.", "")
+    data = {"group": group, "state": state, "members": members, "partitions": parts, "total_lag": total}
+    if output is not Output.table:
+        emit(output, data)
+        return
+    print(f"group {group}: {state}, {len(members)} member(s), total lag {total}")
+    emit(
+        output,
+        None,
+        ["TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "OWNER"],
+        [(x["topic"], x["partition"], x["committed"], x["end"], x["lag"], x["owner"]) for x in parts],
+    )
+
+
+@app.command("reset-offsets")
+@command
+def reset_offsets(
+    group: str,
+    topic: Annotated[str, typer.Option("--topic", "-t")],
+    to_earliest: Annotated[bool, typer.Option("--to-earliest")] = False,
+    to_latest: Annotated[bool, typer.Option("--to-latest")] = False,
+    to_datetime: Annotated[
+        str | None, typer.Option("--to-datetime", help="ISO 8601, e.g. 2026-11-24T10:00:00Z")
+    ] = None,
+    to_offset: Annotated[int | None, typer.Option("--to-offset")] = None,
+    shift_by: Annotated[int | None, typer.Option("--shift-by")] = None,
+    execute: Annotated[
+        bool, typer.Option("--execute", help="apply the plan (without it: only print it)")
+    ] = False,
+    bootstrap: Bootstrap = B,
+    output: OutputOpt = Output.table,
+    x: ClientSettings = None,
+) -> None:
+    """Move a group's committed offsets on one topic (the group must have no active members)."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    chosen = [to_earliest, to_latest, to_datetime is not None, to_offset is not None, shift_by is not None]
+    if sum(chosen) != 1:
+        raise CommandError(
+            "give exactly one of --to-earliest, --to-latest, --to-datetime, --to-offset, --shift-by", 2
+        )
+    a = admin(bootstrap, x)
+    t = metadata(a, topic).topics.get(topic)
+    if t is None or t.error is not None:
+        raise CommandError(f"topic {topic} does not exist")
+    tps = [(topic, p) for p in sorted(t.partitions)]
+    earliest = _ends(a, tps, _spec("earliest"))
+    latest = _ends(a, tps)
+    committed = _committed(a, group)
+    if to_datetime is not None:
+        try:
+            when = dt.datetime.fromisoformat(to_datetime)
+        except ValueError as e:
+            raise CommandError(f"--to-datetime: '{to_datetime}' is not an ISO 8601 date-time", 2) from e
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        at = _ends(a, tps, _spec("for_timestamp", int(when.timestamp() * 1000)))
+    plan = []
+    for tp in tps:
+        lo, hi = earliest[tp], latest[tp]
+        if to_earliest:
+            new = lo
+        elif to_latest:
+            new = hi
+        elif to_datetime is not None:
+            new = at[tp] if at[tp] >= 0 else hi
+        elif to_offset is not None:
+            new = to_offset
+        else:
+            assert shift_by is not None
+            new = committed.get(tp, lo) + shift_by
+        new = min(max(new, lo), hi)  # as kafka-consumer-groups.sh: clamped to the partition's range
+        plan.append({"topic": tp[0], "partition": tp[1], "current": committed.get(tp), "new": new})
+    if execute:
+        desc = result(a.describe_consumer_groups([group])[group], f"describe {group}")
+        if desc.members:
+            raise CommandError(f"group {group} has {len(desc.members)} active member(s): stop them first")
+        req = ConsumerGroupTopicPartitions(
+            group, [TopicPartition(p["topic"], p["partition"], p["new"]) for p in plan]
+        )
+        result(a.alter_consumer_group_offsets([req])[group], f"reset offsets of {group}")
+    data = {"group": group, "executed": execute, "offsets": plan}
+    if output is not Output.table:
+        emit(output, data)
+        return
+    emit(
+        output,
+        None,
+        ["TOPIC", "PARTITION", "CURRENT", "NEW"],
+        [(p["topic"], p["partition"], p["current"], p["new"]) for p in plan],
+    )
+    print("offsets reset" if execute else "(plan only: add --execute to apply it)")
+
+
+@app.command("delete")
+@command
+def delete_(groups: list[str], bootstrap: Bootstrap = B, x: ClientSettings = None) -> None:
+    """Delete consumer groups (with no active members) and their committed offsets."""
+    a = admin(bootstrap, x)  # referenced until its futures resolve
+    futs = a.delete_consumer_groups(list(groups))
+    for g in groups:
+        result(futs[g], f"delete {g}")
+        print(f"deleted {g}")
+
+
+def _spec(kind: str, *args: int) -> Any:
+    from confluent_kafka.admin import OffsetSpec
+
+    return getattr(OffsetSpec, kind)(*args)  # (untyped in confluent-kafka)
