@@ -178,6 +178,23 @@ def test_user_scram_credentials(tmp_path: Path) -> None:
             a.alter_user_scram_credentials([delete])["alice"].result(10)
         assert error_name(e) == "RESOURCE_NOT_FOUND"
         assert a.describe_user_scram_credentials().result(10) == {}
+        # One request may set several mechanisms of a user; only a repeated user+mechanism is refused.
+        both = [
+            UserScramCredentialUpsertion("dave", ScramCredentialInfo(m, 4096), b"pw")
+            for m in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+        ]
+        a.alter_user_scram_credentials(both)["dave"].result(10)
+        info = a.describe_user_scram_credentials(["dave"])["dave"].result(10)
+        assert sorted(c.mechanism for c in info.scram_credential_infos) == [
+            ScramMechanism.SCRAM_SHA_256,
+            ScramMechanism.SCRAM_SHA_512,
+        ]
+        twice = [both[0], UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_256)]
+        with pytest.raises(KafkaException) as e:
+            a.alter_user_scram_credentials(twice)["dave"].result(10)
+        assert error_name(e) == "DUPLICATE_RESOURCE"
+        info = a.describe_user_scram_credentials(["dave"])["dave"].result(10)
+        assert len(info.scram_credential_infos) == 2  # nothing of the refused request applied
     finally:
         b.stop()
 

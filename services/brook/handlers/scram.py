@@ -81,33 +81,44 @@ def _check(user: str, mechanism: int, iterations: int | None) -> tuple[ErrorCode
 
 async def handle_alter_user_scram_credentials(broker: Broker, hdr: RequestHeader) -> Body | None:
     req = messages.decode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, hdr.api_version, hdr.body)
-    counts = Counter([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    # Kafka refuses a (user, mechanism) pair named twice; one user may alter several mechanisms.
+    pairs = Counter(
+        [(d.name, d.mechanism) for d in req.deletions] + [(u.name, u.mechanism) for u in req.upsertions]
+    )
+    twice = ErrorCode.DUPLICATE_RESOURCE, "a user credential cannot be altered twice in the same request"
     known = broker.scram_credentials()
-    outcome: dict[str, tuple[ErrorCode, str | None]] = {}
-    changed: dict[str, dict[str, ScramCredential]] = {}
+    errors: dict[str, tuple[ErrorCode, str | None]] = {}  # a user's first error: none of its changes apply
+    users = list(dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions]))
     for d in req.deletions:
         err = _check(d.name, d.mechanism, None)
-        if err is None and counts[d.name] > 1:
-            err = ErrorCode.DUPLICATE_RESOURCE, "a user's credentials cannot be altered twice in one request"
+        if err is None and pairs[(d.name, d.mechanism)] > 1:
+            err = twice
         mechanism = MECHANISMS.get(d.mechanism, ("", ""))[0]
         if err is None and mechanism not in known.get(d.name, {}):
             err = ErrorCode.RESOURCE_NOT_FOUND, f"user '{d.name}' has no {mechanism} credential to delete"
-        if err is None:
-            creds = changed.setdefault(d.name, dict(known.get(d.name, {})))
-            del creds[mechanism]
-        outcome[d.name] = err or (ErrorCode.NONE, None)
+        if err is not None:
+            errors.setdefault(d.name, err)
     for u in req.upsertions:
         err = _check(u.name, u.mechanism, u.iterations)
-        if err is None and counts[u.name] > 1:
-            err = ErrorCode.DUPLICATE_RESOURCE, "a user's credentials cannot be altered twice in one request"
+        if err is None and pairs[(u.name, u.mechanism)] > 1:
+            err = twice
         if err is None and (not u.salt or not u.salted_password):
             err = ErrorCode.UNACCEPTABLE_CREDENTIAL, "the salt and the salted password must not be empty"
-        if err is None:
+        if err is not None:
+            errors.setdefault(u.name, err)
+    changed: dict[str, dict[str, ScramCredential]] = {}
+    for d in req.deletions:
+        if d.name not in errors:
+            del changed.setdefault(d.name, dict(known.get(d.name, {})))[MECHANISMS[d.mechanism][0]]
+    for u in req.upsertions:
+        if u.name not in errors:
             creds = changed.setdefault(u.name, dict(known.get(u.name, {})))
             creds[MECHANISMS[u.mechanism][0]] = scram_credential(
                 u.mechanism, bytes(u.salt), bytes(u.salted_password), u.iterations
             )
-        outcome[u.name] = err or (ErrorCode.NONE, None)
+    outcome: dict[str, tuple[ErrorCode, str | None]] = {
+        user: errors.get(user, (ErrorCode.NONE, None)) for user in users
+    }
     for user, creds in changed.items():
         try:
             await broker.set_scram_credentials(user, creds)
