@@ -1,0 +1,255 @@
+#!/usr/bin/env python
+"""An OpenMessaging-Benchmark-style driver for Brook (or any Kafka bootstrap): figures printed, not a test.
+
+    .venv/bin/python bench/omb.py [--partitions 100] [--rates 5,20,50,max] [--producers 2]
+        [--consumers 2] [--size 1024] [--warmup 10] [--duration 30] [--bootstrap HOST:PORT] [--quick]
+
+The workload of OMB's Kafka driver: one topic with P partitions, RF=3, min.insync.replicas=2, acks=all,
+idempotent producers (linger.ms=1, batch.size=1 MB), 1 KiB records with random keys, several producer
+processes splitting a fixed target byte rate (or as fast as they can: `max`), consumer processes in one
+group reading everything. For each rate: a warm-up, then the measured period:
+- publish latency: produce() -> delivery report (acks=all: the record is in every in-sync replica);
+- end-to-end latency: the produce time written into each record -> the time a consumer has it;
+- the achieved rate; each broker's CPU-seconds per GB produced (utime+stime from /proc) and the machine's
+  other busy time (what shares the cores).
+Without --bootstrap it starts etcd and 3 brokers itself (bench/cluster_bench.py's cluster, production
+timings). Raw results go to bench/results/omb-<time>.json (bench/raw.py). MB = 10^6 bytes.
+
+All processes share this machine's cores with the brokers: the figures say what Brook does on it, not
+what Kafka's own OMB runs (separate client machines) would show.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import random
+import struct
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "services"), str(REPO / "bench")]
+
+import raw  # noqa: E402
+from broker_bench import MB, NCPU, machine_busy_seconds, proc_cpu_seconds  # noqa: E402
+
+TOPIC = "omb"
+_TS = struct.Struct(">q")  # the first 8 bytes of a value: time.time_ns() at produce()
+
+
+def producer_proc(bootstrap: str, rate_bps: float, size: int, until: float, out: Any) -> None:
+    """Produce at `rate_bps` (0: as fast as possible) until `until`; send back (t, publish latency) pairs."""
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 1,
+            "batch.size": 1_000_000,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
+    pad = os.urandom(max(size - 8, 0))
+    lat: list[tuple[float, float]] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            now = time.time_ns()
+            sent = _TS.unpack_from(msg.value())[0]
+            lat.append((now / 1e9, (now - sent) / 1e6))
+
+    sent_bytes = 0
+    start = time.monotonic()
+    while time.monotonic() < until:
+        if rate_bps > 0:
+            ahead = sent_bytes - rate_bps * (time.monotonic() - start)
+            if ahead > 0:
+                p.poll(min(ahead / rate_bps, 0.01))
+                continue
+        value = _TS.pack(time.time_ns()) + pad
+        try:
+            p.produce(TOPIC, value, key=random.randbytes(8), on_delivery=delivered)
+        except BufferError:
+            p.poll(0.01)
+            continue
+        sent_bytes += size
+        p.poll(0)
+    p.flush(60)
+    out.put(("p", lat))
+
+
+def consumer_proc(bootstrap: str, until: float, out: Any) -> None:
+    from confluent_kafka import Consumer
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "omb-consumers",
+            "auto.offset.reset": "latest",
+            "enable.auto.commit": True,
+            "fetch.wait.max.ms": 100,
+        }
+    )
+    c.subscribe([TOPIC])
+    lat: list[tuple[float, float]] = []
+    while time.monotonic() < until:
+        for m in c.consume(1000, 0.2):
+            if m.error() is None:
+                now = time.time_ns()
+                lat.append((now / 1e9, (now - _TS.unpack_from(m.value())[0]) / 1e6))
+    c.close()
+    out.put(("c", lat))
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+@dataclass
+class Result:
+    target_mb_s: float | None
+    achieved_mb_s: float
+    records: int
+    publish_ms: dict[str, float]
+    e2e_ms: dict[str, float]
+    broker_cpu_s_per_gb: dict[int, float]
+    broker_pct: dict[int, float]
+    other_pct: float
+
+
+def run_rate(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: float | None) -> Result:
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    start = time.monotonic() + 3.0  # processes start and connect first
+    measure_from = start + a.warmup
+    until = measure_from + a.duration
+    per = (rate * MB / a.producers) if rate else 0.0
+    cons = [ctx.Process(target=consumer_proc, args=(bootstrap, until + 2, q)) for _ in range(a.consumers)]
+    prods = [
+        ctx.Process(target=producer_proc, args=(bootstrap, per, a.size, until, q)) for _ in range(a.producers)
+    ]
+    for pr in cons + prods:
+        pr.start()
+    time.sleep(max(0.0, measure_from - time.monotonic()))
+    cpu0 = {b: proc_cpu_seconds(pid) for b, pid in pids.items()}
+    busy0, _ = machine_busy_seconds()
+    t0_wall = time.time()
+    time.sleep(max(0.0, until - time.monotonic()))
+    cpu1 = {b: proc_cpu_seconds(pid) for b, pid in pids.items()}
+    busy1, _ = machine_busy_seconds()
+    t1_wall = time.time()
+    pub: list[float] = []
+    e2e: list[float] = []
+    records = 0
+    for _ in cons + prods:
+        kind, lat = q.get(timeout=180)
+        window = [(t, v) for t, v in lat if t0_wall <= t <= t1_wall]
+        if kind == "p":
+            pub += [v for _, v in window]
+            records += len(window)
+        else:
+            e2e += [v for _, v in window]
+    for pr in cons + prods:
+        pr.join(30)
+    seconds = t1_wall - t0_wall
+    gb = records * a.size / 1e9
+    broker_cpu = {b: cpu1[b] - cpu0[b] for b in pids}
+    summary = {
+        "p50": pct(pub, 0.5),
+        "p99": pct(pub, 0.99),
+        "p99.9": pct(pub, 0.999),
+        "max": max(pub, default=float("nan")),
+    }
+    e2e_summary = {
+        "p50": pct(e2e, 0.5),
+        "p99": pct(e2e, 0.99),
+        "p99.9": pct(e2e, 0.999),
+        "max": max(e2e, default=float("nan")),
+    }
+    return Result(
+        target_mb_s=rate,
+        achieved_mb_s=records * a.size / MB / seconds,
+        records=records,
+        publish_ms=summary,
+        e2e_ms=e2e_summary,
+        broker_cpu_s_per_gb={b: (c / gb if gb else float("nan")) for b, c in broker_cpu.items()},
+        broker_pct={b: 100 * c / seconds for b, c in broker_cpu.items()},
+        other_pct=max(0.0, 100 * ((busy1 - busy0) - sum(broker_cpu.values())) / seconds),
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", type=int, default=100)
+    ap.add_argument("--rf", type=int, default=3)
+    ap.add_argument("--rates", default="5,20,50,max", help="MB/s targets; max: as fast as the producers go")
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--consumers", type=int, default=2)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--warmup", type=float, default=10.0)
+    ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--bootstrap", default=None, help="an existing cluster (broker CPU is then not measured)")
+    ap.add_argument("--quick", action="store_true", help="10 partitions, rates 5,max, 3 s warm-up, 8 s runs")
+    a = ap.parse_args()
+    if a.quick:
+        a.partitions, a.rates, a.warmup, a.duration = 10, "5,max", 3.0, 8.0
+    rates = [None if r.strip() == "max" else float(r) for r in a.rates.split(",")]
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bc = None
+    pids: dict[int, int] = {}
+    bootstrap = a.bootstrap
+    if bootstrap is None:
+        from cluster_bench import BenchCluster
+
+        bc = BenchCluster(Path(tempfile.mkdtemp(prefix="omb-")), lease_ttl=6).start()
+        bootstrap, pids = bc.bootstrap, bc.pids()
+    results: list[Result] = []
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        topic = NewTopic(TOPIC, a.partitions, a.rf, config={"min.insync.replicas": str(min(2, a.rf))})
+        admin.create_topics([topic])[TOPIC].result(120)
+        time.sleep(2)
+        for rate in rates:
+            r = run_rate(bootstrap, pids, a, rate)
+            results.append(r)
+            target = "max" if rate is None else f"{rate:g}"
+            cpu = " ".join(f"b{b}:{v:.2f}" for b, v in sorted(r.broker_cpu_s_per_gb.items()))
+            pct_s = " ".join(f"b{b}:{v:.0f}%" for b, v in sorted(r.broker_pct.items()))
+            print(
+                f"target {target} MB/s: achieved {r.achieved_mb_s:.1f} MB/s ({r.records:,} records); "
+                f"publish ms p50 {r.publish_ms['p50']:.1f} p99 {r.publish_ms['p99']:.1f} "
+                f"p99.9 {r.publish_ms['p99.9']:.1f} max {r.publish_ms['max']:.1f}; "
+                f"end-to-end ms p50 {r.e2e_ms['p50']:.1f} p99 {r.e2e_ms['p99']:.1f} "
+                f"p99.9 {r.e2e_ms['p99.9']:.1f} max {r.e2e_ms['max']:.1f}; "
+                f"broker CPU-s/GB {cpu}; broker {pct_s}; other {r.other_pct:.0f}%",
+                flush=True,
+            )
+    finally:
+        if bc is not None:
+            bc.stop()
+    machine = (
+        f"{time.strftime('%Y-%m-%d')} {NCPU} cores, {a.partitions} partitions RF={a.rf}, "
+        f"{a.producers} producers, {a.consumers} consumers, {a.size} B records, load {os.getloadavg()[0]:.2f}"
+    )
+    print(machine)
+    raw.save("omb", machine, [r.__dict__ for r in results])
+    if any(r.records == 0 for r in results):
+        sys.exit("a run acknowledged no record: see the brokers' logs")
+
+
+if __name__ == "__main__":
+    main()
