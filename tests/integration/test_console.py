@@ -164,3 +164,27 @@ def test_cluster_info_and_a_replicated_topic(cluster: Cluster) -> None:
     d = as_json(b, "topic", "describe", "replicated")
     assert len(d["partitions"]) == 6 and all(sorted(p["replicas"]) == [0, 1, 2] for p in d["partitions"])
     assert as_json(b, "cluster", "info")["under_replicated_partitions"] == []
+
+
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replicas(cluster: Cluster) -> None:
+    """After a broker restarts, its partitions are led elsewhere; ElectLeaders (PREFERRED) hands them
+    back once it is in sync again: through the CLI, which uses confluent-kafka's elect_leaders."""
+    from tests.support.cluster import eventually
+
+    b = cluster.bootstrap
+    brook(b, "topic", "create", "balance", "-p", "6", "-r", "3")
+
+    def parts() -> list[dict[str, Any]]:
+        return list(as_json(b, "topic", "describe", "balance")["partitions"])
+
+    led_by_0 = [p["partition"] for p in parts() if p["replicas"][0] == 0]
+    assert led_by_0, "broker 0 is the preferred leader of some partitions"
+    cluster.broker(0).stop()  # a clean stop hands its leaderships over
+    cluster.broker(0).start()
+    eventually(lambda: all(0 in p["isr"] for p in parts()), 60, "broker 0 back in every ISR")
+    assert any(p["leader"] != p["replicas"][0] for p in parts()), "nothing to elect: test is void"
+    out = brook(b, "cluster", "elect-leaders", "--topic", "balance", "--preferred").stdout
+    assert "elected" in out, out
+    assert all(p["leader"] == p["replicas"][0] for p in parts())
+    again = brook(b, "cluster", "elect-leaders", "--topic", "balance").stdout
+    assert "elected" not in again and "not needed" in again.lower(), again

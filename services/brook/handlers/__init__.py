@@ -8,6 +8,7 @@ from .api_versions import make_api_versions_handler
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .context import Body, Handler
 from .delete_records import handle_delete_records
+from .elect_leaders import handle_elect_leaders
 from .fetch import handle_fetch
 from .groups import (
     handle_delete_groups,
@@ -59,6 +60,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
 }
 ADVERTISED: dict[int, tuple[int, int]] = advertised([*HANDLERS, ApiKey.API_VERSIONS])
 HANDLERS[ApiKey.API_VERSIONS] = make_api_versions_handler(ADVERTISED)

@@ -197,6 +197,7 @@ ALL_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.LIST_GROUPS: (0, 5),
     ApiKey.SASL_HANDSHAKE: (0, 1),
     ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     # Admin APIs beyond the client set. OffsetForLeaderEpoch 0-1 left Kafka 4's specs, but the field
     # version ranges kept in kafka-python's JSON still encode them correctly (round-trip tested).
