@@ -54,7 +54,8 @@ def test_note_version_set_and_admin_additions() -> None:
     assert ALL_VERSIONS[ApiKey.LIST_GROUPS] == (0, 5)
     assert ALL_VERSIONS[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS] == (0, 0)
     assert ALL_VERSIONS[ApiKey.ALTER_USER_SCRAM_CREDENTIALS] == (0, 0)
-    assert len(ALL_VERSIONS) == 32
+    assert ALL_VERSIONS[ApiKey.ELECT_LEADERS] == (0, 2)
+    assert len(ALL_VERSIONS) == 33
 
 
 def test_flexibility() -> None:
