@@ -19,6 +19,9 @@ from brook.broker.settings import BrokerSettings
 from brook.config import validate_topic_config
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
+from brook.security.listeners import Listener, ListenerError, parse_listeners
+from brook.security.sasl import SaslSettings
+from brook.security.tls import CLIENT_AUTH, TlsSettings
 from brook.server.runner import run
 
 
@@ -74,6 +77,73 @@ def _replica_selector(a: argparse.Namespace) -> str | None:
     return name or None
 
 
+def _listeners(a: argparse.Namespace) -> list[Listener]:
+    """--listeners (Kafka's NAME://host:port,...); empty: the single PLAINTEXT listener of --host/--port."""
+    if not (a.listeners or "").strip():
+        return []
+    try:
+        listeners = parse_listeners(
+            a.listeners, a.advertised_listeners or "", a.listener_security_protocol_map
+        )
+    except ListenerError as e:
+        sys.exit(str(e))
+    names = {li.name for li in listeners}
+    if a.inter_broker_listener_name and a.inter_broker_listener_name.upper() not in names:
+        sys.exit(f"--inter-broker-listener-name {a.inter_broker_listener_name} is not in --listeners")
+    return listeners
+
+
+def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
+    s.listeners = _listeners(a)
+    s.inter_broker_listener_name = (a.inter_broker_listener_name or "").upper() or None
+    s.tls = TlsSettings(
+        keystore_location=a.ssl_keystore_location,
+        key_location=a.ssl_key_location,
+        key_password=os.environ.get("BROOK_SSL_KEY_PASSWORD"),  # a secret: never a flag
+        truststore_location=a.ssl_truststore_location,
+        client_auth=a.ssl_client_auth,
+    )
+    mechanisms = tuple(m.strip().upper() for m in (a.sasl_enabled_mechanisms or "").split(",") if m.strip())
+    s.sasl = SaslSettings(
+        enabled_mechanisms=mechanisms,
+        connections_max_reauth_ms=a.connections_max_reauth_ms,
+        failed_authentication_delay_ms=a.connection_failed_authentication_delay_ms,
+    )
+    if any(li.tls for li in s.listeners) and not a.ssl_keystore_location:
+        sys.exit("an SSL or SASL_SSL listener needs --ssl-keystore-location")
+    return s
+
+
+def _add_security_flags(b: argparse.ArgumentParser) -> None:
+    b.add_argument(
+        "--listeners", default="", help="NAME://host:port,... (default: PLAINTEXT on --host:--port)"
+    )
+    b.add_argument("--advertised-listeners", default="", help="NAME://host:port,... clients are told")
+    b.add_argument(
+        "--listener-security-protocol-map",
+        default="",
+        help="NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); default: names are protocols",
+    )
+    b.add_argument("--inter-broker-listener-name", default="", help="default: the first listener")
+    b.add_argument(
+        "--ssl-keystore-location",
+        default=None,
+        help="PEM: certificate chain (and key unless --ssl-key-location)",
+    )
+    b.add_argument(
+        "--ssl-key-location", default=None, help="PEM private key (password: BROOK_SSL_KEY_PASSWORD)"
+    )
+    b.add_argument(
+        "--ssl-truststore-location", default=None, help="PEM CA certificates for client certificates"
+    )
+    b.add_argument("--ssl-client-auth", choices=tuple(CLIENT_AUTH), default="none")
+    b.add_argument("--sasl-enabled-mechanisms", default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
+    b.add_argument(
+        "--connections-max-reauth-ms", type=int, default=0, help="KIP-368; 0: no re-authentication"
+    )
+    b.add_argument("--connection-failed-authentication-delay-ms", type=int, default=100)
+
+
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
     topic_defaults = {}
     for item in a.topic_default or []:
@@ -85,7 +155,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         topic_defaults[key] = value
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)
-    return BrokerSettings(
+    settings = BrokerSettings(
         node_id=_node_id(a),
         host=a.host,
         port=a.port,
@@ -122,6 +192,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         metrics_host=a.metrics_host,
         metrics_port=a.metrics_port,
     )
+    return _security(a, settings)
 
 
 def _add_broker_flags(b: argparse.ArgumentParser) -> None:
@@ -214,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("broker", help="run one broker")
     _add_broker_flags(b)
+    _add_security_flags(b)
     _env_defaults(b)
 
     d = sub.add_parser("dev", help="local development cluster")

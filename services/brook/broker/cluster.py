@@ -79,7 +79,16 @@ class ClusterNode:
         self.registry = BrokerRegistry(
             self.client,
             self.store.layout,
-            BrokerInfo(self.node_id, host, port, self.settings.rack),
+            BrokerInfo(
+                self.node_id,
+                host,
+                port,
+                self.settings.rack,
+                endpoints=tuple(
+                    (li.name, li.advertised_host, li.advertised_port)
+                    for li in self.settings.effective_listeners()
+                ),
+            ),
             ttl=self.settings.lease_ttl_s,
             wait_for_stale=self.settings.lease_ttl_s + 2.0,
         )
@@ -182,9 +191,9 @@ class ClusterNode:
     def controller_id(self) -> int:
         return self.controller.broker_id if self.controller is not None else -1
 
-    def brokers(self) -> list[tuple[int, str, int, str | None]]:
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         return [
-            (b.broker_id, b.host, b.port, b.rack)
+            (b.broker_id, *b.endpoint(listener), b.rack)
             for b in sorted(self.live.values(), key=lambda b: b.broker_id)
         ]
 
