@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import trustme
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -23,13 +23,14 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.sasl import SaslHandshakeRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from tests.support.broker import BrokerProcess
 from tests.support.ports import free_port
 from tests.support.raw import RawClient
 
 USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+REAUTH_MS = 3000  # connections.max.reauth.ms: clients re-authenticate during the tests (KIP-368)
 
 
 @dataclass
@@ -77,6 +78,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
         "--num-partitions",
         "1",
+        "--connections-max-reauth-ms",
+        str(REAUTH_MS),
     ]
     broker.start()
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
@@ -231,6 +234,58 @@ def test_disabled_mechanism_is_answered_then_closed(env: Env) -> None:
         assert resp.error_code == 33  # UNSUPPORTED_SASL_MECHANISM
         assert sorted(resp.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
         assert raw.is_closed(wait=10)
+
+
+def _plain_login(raw: RawClient, user: str, password: str) -> Any:
+    assert raw.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+    return raw.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), 1)
+
+
+def test_expired_session_without_reauthentication_is_closed(env: Env) -> None:
+    with _raw_sasl(env) as raw:
+        resp = _plain_login(raw, "bob", USERS["bob"])
+        assert (resp.error_code, resp.session_lifetime_ms) == (0, REAUTH_MS)
+        assert raw.request(MetadataRequest(topics=None), 1).brokers
+        time.sleep(REAUTH_MS / 1000 + 0.5)  # the session's lifetime is the condition here
+        req = MetadataRequest(topics=None)
+        req.with_header(correlation_id=99, client_id="raw-test")
+        raw.send_frame(req.encode(version=1, header=True))
+        assert raw.is_closed(wait=10)
+
+
+def test_reauthentication_keeps_the_connection(env: Env) -> None:
+    with _raw_sasl(env) as raw:
+        assert _plain_login(raw, "bob", USERS["bob"]).error_code == 0
+        time.sleep(REAUTH_MS / 1000 + 0.5)
+        assert _plain_login(raw, "bob", USERS["bob"]).error_code == 0  # re-authenticated in time
+        assert raw.request(MetadataRequest(topics=None), 1).brokers
+        # Another principal on the same connection is refused (Kafka: the principal may not change).
+        assert _plain_login(raw, "alice", USERS["alice"]).error_code == 58
+        assert raw.is_closed(wait=10)
+
+
+def test_clients_reauthenticate_across_session_lifetimes(env: Env) -> None:
+    conf = {
+        "bootstrap.servers": env.addr("SASL_SSL"),
+        "security.protocol": "SASL_SSL",
+        **_ssl(env),
+        **_sasl("SCRAM-SHA-256", "alice", USERS["alice"]),
+    }
+    errors: list[str] = []
+    producer = Producer({**conf, "error_cb": lambda e: errors.append(str(e))})
+    topic = f"reauth-{uuid.uuid4().hex[:8]}"
+    end = time.monotonic() + 2.5 * REAUTH_MS / 1000
+    sent = 0
+    while time.monotonic() < end:  # one connection kept busy across two session expiries
+        producer.produce(topic, b"x")
+        assert producer.flush(30) == 0
+        sent += 1
+        time.sleep(0.2)
+    low, high = Consumer({**conf, "group.id": "wm"}).get_watermark_offsets(
+        TopicPartition(topic, 0), timeout=20
+    )
+    assert high - low == sent
+    assert errors == []  # no failed re-authentication (librdkafka would reconnect and hide it)
 
 
 def test_kcat_over_sasl_ssl(env: Env) -> None:
