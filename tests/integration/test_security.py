@@ -343,3 +343,73 @@ def test_principal_of_a_client_certificate() -> None:
     assert principal is not None and principal.startswith("User:CN=alice,OU=")
     assert principal.endswith(",O=Example")
     assert principal_of(None) is None
+
+
+def _python_ssl(env: Env) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=env.ca_file)
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_kafka_python_over_sasl_ssl(env: Env, mechanism: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    conf: dict[str, Any] = {
+        "bootstrap_servers": env.addr("SASL_SSL"),
+        "security_protocol": "SASL_SSL",
+        "ssl_context": _python_ssl(env),
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": "bob",
+        "sasl_plain_password": USERS["bob"],
+    }
+    topic = f"kp-{uuid.uuid4().hex[:8]}"
+    producer = KafkaProducer(**conf)
+    for i in range(3):
+        producer.send(topic, f"v{i}".encode()).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic, group_id=f"g-{topic}", auto_offset_reset="earliest", consumer_timeout_ms=20_000, **conf
+    )
+    got = [m.value for _, m in zip(range(3), consumer, strict=False)]
+    consumer.close()
+    assert got == [b"v0", b"v1", b"v2"]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "PLAIN"])
+def test_aiokafka_over_sasl_ssl(env: Env, mechanism: str) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    conf: dict[str, Any] = {
+        "bootstrap_servers": env.addr("SASL_SSL"),
+        "security_protocol": "SASL_SSL",
+        "ssl_context": _python_ssl(env),
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": USERS["alice"],
+    }
+    topic = f"aio-{uuid.uuid4().hex[:8]}"
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(**conf)
+        await producer.start()
+        try:
+            for i in range(3):
+                await producer.send_and_wait(topic, f"v{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, group_id=f"g-{topic}", auto_offset_reset="earliest", **conf)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            async with asyncio.timeout(30):
+                async for msg in consumer:
+                    assert msg.value is not None
+                    got.append(msg.value)
+                    if len(got) == 3:
+                        break
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(run()) == [b"v0", b"v1", b"v2"]
