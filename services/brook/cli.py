@@ -21,6 +21,7 @@ from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.security.listeners import Listener, ListenerError, parse_listeners
 from brook.security.sasl import SaslSettings
+from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import CLIENT_AUTH, TlsSettings
 from brook.server.runner import run
 
@@ -111,6 +112,17 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
     )
     if any(li.tls for li in s.listeners) and not a.ssl_keystore_location:
         sys.exit("an SSL or SASL_SSL listener needs --ssl-keystore-location")
+    if a.inter_broker_sasl_username:
+        password = os.environ.get("BROOK_INTER_BROKER_SASL_PASSWORD")
+        if a.inter_broker_sasl_password_file:
+            password = Path(a.inter_broker_sasl_password_file).read_text().strip()
+        if not password:
+            sys.exit("--inter-broker-sasl-username needs BROOK_INTER_BROKER_SASL_PASSWORD or a password file")
+        s.inter_broker_credentials = ClientCredentials(
+            a.sasl_mechanism_inter_broker_protocol.upper(), a.inter_broker_sasl_username, password
+        )
+    elif s.listeners and s.inter_broker_listener().sasl and s.etcd_endpoints:
+        sys.exit("the inter-broker listener uses SASL: give --inter-broker-sasl-username")
     return s
 
 
@@ -142,6 +154,15 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
         "--connections-max-reauth-ms", type=int, default=0, help="KIP-368; 0: no re-authentication"
     )
     b.add_argument("--connection-failed-authentication-delay-ms", type=int, default=100)
+    b.add_argument("--sasl-mechanism-inter-broker-protocol", default="PLAIN")
+    b.add_argument(
+        "--inter-broker-sasl-username", default=None, help="this broker's SASL user towards the others"
+    )
+    b.add_argument(
+        "--inter-broker-sasl-password-file",
+        default=None,
+        help="file holding that user's password (else BROOK_INTER_BROKER_SASL_PASSWORD)",
+    )
 
 
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:

@@ -52,6 +52,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 
 from .controller import Controller
 from .follower import LeaderFetcher, Throttle
+from .inter_broker import peer_security
 from .partition import Partition, PartitionRole
 from .topics import TopicMeta
 
@@ -76,6 +77,7 @@ class ClusterNode:
         self.client = EtcdClient(self.settings.etcd_endpoints)
         self.store = EtcdMetadataStore(self.client, self.settings.cluster_name)
         host, port = self.settings.advertised
+        self._peer_security = peer_security(self.settings)
         self.registry = BrokerRegistry(
             self.client,
             self.store.layout,
@@ -470,6 +472,7 @@ class ClusterNode:
                 self._throttled,
                 self._throttle,
                 self.broker.metrics.on_replication_in,
+                self._peer_security,
             )
             self._fetchers[leader] = fetcher
             fetcher.start()

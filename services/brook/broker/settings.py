@@ -8,6 +8,7 @@ from pathlib import Path
 from brook.groups import GroupSettings
 from brook.security.listeners import Listener
 from brook.security.sasl import SaslSettings
+from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import TlsSettings
 
 
@@ -52,6 +53,8 @@ class BrokerSettings:
     inter_broker_listener_name: str | None = None  # inter.broker.listener.name; default: the first
     tls: TlsSettings = field(default_factory=TlsSettings)
     sasl: SaslSettings = field(default_factory=SaslSettings)
+    # This broker's SASL identity towards the others when the inter-broker listener uses SASL.
+    inter_broker_credentials: ClientCredentials | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:
