@@ -82,10 +82,16 @@ def _listeners(a: argparse.Namespace) -> list[Listener]:
     """--listeners (Kafka's NAME://host:port,...); empty: the single PLAINTEXT listener of --host/--port."""
     if not (a.listeners or "").strip():
         return []
+    advertised = a.advertised_listeners or ""
+    if a.advertised_listeners_file:
+        if advertised:
+            sys.exit("--advertised-listeners and --advertised-listeners-file are exclusive")
+        try:
+            advertised = Path(a.advertised_listeners_file).read_text().strip()
+        except OSError as e:
+            sys.exit(f"--advertised-listeners-file: {e}")
     try:
-        listeners = parse_listeners(
-            a.listeners, a.advertised_listeners or "", a.listener_security_protocol_map
-        )
+        listeners = parse_listeners(a.listeners, advertised, a.listener_security_protocol_map)
     except ListenerError as e:
         sys.exit(str(e))
     names = {li.name for li in listeners}
@@ -103,6 +109,9 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
         key_password=os.environ.get("BROOK_SSL_KEY_PASSWORD"),  # a secret: never a flag
         truststore_location=a.ssl_truststore_location,
         client_auth=a.ssl_client_auth,
+        client_auth_required_listeners=tuple(
+            n.strip().upper() for n in (a.ssl_client_auth_listeners or "").split(",") if n.strip()
+        ),
     )
     mechanisms = tuple(m.strip().upper() for m in (a.sasl_enabled_mechanisms or "").split(",") if m.strip())
     s.sasl = SaslSettings(
@@ -110,6 +119,9 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
         connections_max_reauth_ms=a.connections_max_reauth_ms,
         failed_authentication_delay_ms=a.connection_failed_authentication_delay_ms,
     )
+    unknown = set(s.tls.client_auth_required_listeners) - {li.name for li in s.listeners}
+    if unknown:
+        sys.exit(f"--ssl-client-auth-listeners: {', '.join(sorted(unknown))} not in --listeners")
     if any(li.tls for li in s.listeners) and not a.ssl_keystore_location:
         sys.exit("an SSL or SASL_SSL listener needs --ssl-keystore-location")
     if a.inter_broker_sasl_username:
@@ -149,6 +161,17 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
         "--ssl-truststore-location", default=None, help="PEM CA certificates for client certificates"
     )
     b.add_argument("--ssl-client-auth", choices=tuple(CLIENT_AUTH), default="none")
+    b.add_argument(
+        "--ssl-client-auth-listeners",
+        default="",
+        help="NAME,... listeners that require a client certificate whatever --ssl-client-auth says "
+        "(Kafka's listener.name.<name>.ssl.client.auth=required)",
+    )
+    b.add_argument(
+        "--advertised-listeners-file",
+        default=None,
+        help="read advertised.listeners from this file at start-up (exclusive with --advertised-listeners)",
+    )
     b.add_argument("--sasl-enabled-mechanisms", default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
     b.add_argument(
         "--connections-max-reauth-ms", type=int, default=0, help="KIP-368; 0: no re-authentication"

@@ -28,13 +28,14 @@ def _handshake(port: int, ctx: ssl.SSLContext) -> bool:
         return False
 
 
-def _refused_after_handshake(port: int, ctx: ssl.SSLContext) -> bool:
+def _refused_after_handshake(port: int, ctx: ssl.SSLContext, wait: float = 10.0) -> bool:
     """TLS 1.3: the server checks the client's certificate after the client's side of the handshake is
     done; its refusal arrives as an alert (or a close) on the first read, not as a timeout."""
     with (
         socket.create_connection(("127.0.0.1", port), timeout=10) as sock,
         ctx.wrap_socket(sock, server_hostname="127.0.0.1") as tls,
     ):
+        tls.settimeout(wait)
         try:
             return tls.recv(1) == b""
         except ssl.SSLError:
@@ -83,5 +84,42 @@ def test_renewed_certificate_and_expired_client_certificate(tmp_path: Path) -> N
         eventually(lambda: _handshake(ssl_port, client(new_ca, good)), 20, "the renewed certificate")
         assert not _handshake(ssl_port, client(old_ca, good))
         AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=20)  # unharmed
+    finally:
+        broker.stop()
+
+
+def test_listener_requiring_client_certificates_and_advertised_listeners_file(tmp_path: Path) -> None:
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ssl_port, mtls_port = free_port(), free_port()
+    broker = BrokerProcess(tmp_path / "data")
+    (tmp_path / "advertised").write_text(f"PLAINTEXT://localhost:{broker.port}\n")
+    broker.args = [
+        "--listeners",
+        f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_port},MTLS://127.0.0.1:{mtls_port}",
+        "--listener-security-protocol-map",
+        "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+        "--advertised-listeners-file",
+        str(tmp_path / "advertised"),
+        "--ssl-keystore-location",
+        str(tmp_path / "server.pem"),
+        "--ssl-truststore-location",
+        str(tmp_path / "ca.pem"),
+        "--ssl-client-auth-listeners",
+        "MTLS",
+    ]
+    broker.start()
+    try:
+        anonymous = ssl.create_default_context()
+        ca.configure_trust(anonymous)
+        with_cert = ssl.create_default_context()
+        ca.configure_trust(with_cert)
+        ca.issue_cert("broker-1").configure_cert(with_cert)
+        assert not _refused_after_handshake(ssl_port, anonymous, 2)  # --ssl-client-auth none
+        assert _refused_after_handshake(mtls_port, anonymous)
+        assert not _refused_after_handshake(mtls_port, with_cert, 2)
+        md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=20)
+        assert [(b.host, b.port) for b in md.brokers.values()] == [("localhost", broker.port)]
     finally:
         broker.stop()

@@ -3,6 +3,7 @@ certificate, and reloading the files when they change (a renewed certificate nee
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import ssl
@@ -25,9 +26,18 @@ class TlsSettings:
     key_password: str | None = None  # ssl.key.password
     truststore_location: str | None = None  # ssl.truststore.location: PEM CA certificates
     client_auth: str = "none"  # ssl.client.auth: none, requested, required
+    # Listeners whose clients must present a certificate whatever client_auth says (Kafka's
+    # listener.name.<name>.ssl.client.auth=required), e.g. a mutual-TLS replication listener.
+    client_auth_required_listeners: tuple[str, ...] = ()
     # Kafka's ssl.enabled.protocols floor: TLSv1.2 and TLSv1.3.
     min_version: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2
     ktls: bool = True  # kernel TLS where Python and OpenSSL offer it (ssl.OP_ENABLE_KTLS)
+
+
+def for_listener(s: TlsSettings, listener_name: str) -> TlsSettings:
+    if listener_name in s.client_auth_required_listeners:
+        return dataclasses.replace(s, client_auth="required")
+    return s
 
 
 def ktls_available() -> bool:

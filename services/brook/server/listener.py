@@ -7,7 +7,7 @@ import logging
 
 from brook.broker.broker import Broker
 from brook.security.listeners import Listener
-from brook.security.tls import ReloadingContext
+from brook.security.tls import ReloadingContext, for_listener
 
 from .connection import Connection
 
@@ -34,7 +34,7 @@ class KafkaServer:
     async def _listen(self, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
         s = self.broker.settings
-        tls = ReloadingContext(s.tls) if listener.tls else None
+        tls = ReloadingContext(for_listener(s.tls, listener.name)) if listener.tls else None
         # Through a TLS transport the bytes must pass through Python (kTLS would need the raw socket).
         native = loop_has_native_sendfile(loop) and tls is None
 
