@@ -19,6 +19,10 @@ from brook.broker.settings import BrokerSettings
 from brook.config import validate_topic_config
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
+from brook.security.listeners import Listener, ListenerError, parse_listeners
+from brook.security.sasl import SaslSettings
+from brook.security.sasl_client import ClientCredentials
+from brook.security.tls import CLIENT_AUTH, TlsSettings
 from brook.server.runner import run
 
 
@@ -74,6 +78,116 @@ def _replica_selector(a: argparse.Namespace) -> str | None:
     return name or None
 
 
+def _listeners(a: argparse.Namespace) -> list[Listener]:
+    """--listeners (Kafka's NAME://host:port,...); empty: the single PLAINTEXT listener of --host/--port."""
+    if not (a.listeners or "").strip():
+        return []
+    advertised = a.advertised_listeners or ""
+    if a.advertised_listeners_file:
+        if advertised:
+            sys.exit("--advertised-listeners and --advertised-listeners-file are exclusive")
+        try:
+            advertised = Path(a.advertised_listeners_file).read_text().strip()
+        except OSError as e:
+            sys.exit(f"--advertised-listeners-file: {e}")
+    try:
+        listeners = parse_listeners(a.listeners, advertised, a.listener_security_protocol_map)
+    except ListenerError as e:
+        sys.exit(str(e))
+    names = {li.name for li in listeners}
+    if a.inter_broker_listener_name and a.inter_broker_listener_name.upper() not in names:
+        sys.exit(f"--inter-broker-listener-name {a.inter_broker_listener_name} is not in --listeners")
+    return listeners
+
+
+def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
+    s.listeners = _listeners(a)
+    s.inter_broker_listener_name = (a.inter_broker_listener_name or "").upper() or None
+    s.tls = TlsSettings(
+        keystore_location=a.ssl_keystore_location,
+        key_location=a.ssl_key_location,
+        key_password=os.environ.get("BROOK_SSL_KEY_PASSWORD"),  # a secret: never a flag
+        truststore_location=a.ssl_truststore_location,
+        client_auth=a.ssl_client_auth,
+        client_auth_required_listeners=tuple(
+            n.strip().upper() for n in (a.ssl_client_auth_listeners or "").split(",") if n.strip()
+        ),
+    )
+    mechanisms = tuple(m.strip().upper() for m in (a.sasl_enabled_mechanisms or "").split(",") if m.strip())
+    s.sasl = SaslSettings(
+        enabled_mechanisms=mechanisms,
+        connections_max_reauth_ms=a.connections_max_reauth_ms,
+        failed_authentication_delay_ms=a.connection_failed_authentication_delay_ms,
+    )
+    unknown = set(s.tls.client_auth_required_listeners) - {li.name for li in s.listeners}
+    if unknown:
+        sys.exit(f"--ssl-client-auth-listeners: {', '.join(sorted(unknown))} not in --listeners")
+    if any(li.tls for li in s.listeners) and not a.ssl_keystore_location:
+        sys.exit("an SSL or SASL_SSL listener needs --ssl-keystore-location")
+    if a.inter_broker_sasl_username:
+        password = os.environ.get("BROOK_INTER_BROKER_SASL_PASSWORD")
+        if a.inter_broker_sasl_password_file:
+            password = Path(a.inter_broker_sasl_password_file).read_text().strip()
+        if not password:
+            sys.exit("--inter-broker-sasl-username needs BROOK_INTER_BROKER_SASL_PASSWORD or a password file")
+        s.inter_broker_credentials = ClientCredentials(
+            a.sasl_mechanism_inter_broker_protocol.upper(), a.inter_broker_sasl_username, password
+        )
+    elif s.listeners and s.inter_broker_listener().sasl and s.etcd_endpoints:
+        sys.exit("the inter-broker listener uses SASL: give --inter-broker-sasl-username")
+    return s
+
+
+def _add_security_flags(b: argparse.ArgumentParser) -> None:
+    b.add_argument(
+        "--listeners", default="", help="NAME://host:port,... (default: PLAINTEXT on --host:--port)"
+    )
+    b.add_argument("--advertised-listeners", default="", help="NAME://host:port,... clients are told")
+    b.add_argument(
+        "--listener-security-protocol-map",
+        default="",
+        help="NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); default: names are protocols",
+    )
+    b.add_argument("--inter-broker-listener-name", default="", help="default: the first listener")
+    b.add_argument(
+        "--ssl-keystore-location",
+        default=None,
+        help="PEM: certificate chain (and key unless --ssl-key-location)",
+    )
+    b.add_argument(
+        "--ssl-key-location", default=None, help="PEM private key (password: BROOK_SSL_KEY_PASSWORD)"
+    )
+    b.add_argument(
+        "--ssl-truststore-location", default=None, help="PEM CA certificates for client certificates"
+    )
+    b.add_argument("--ssl-client-auth", choices=tuple(CLIENT_AUTH), default="none")
+    b.add_argument(
+        "--ssl-client-auth-listeners",
+        default="",
+        help="NAME,... listeners that require a client certificate whatever --ssl-client-auth says "
+        "(Kafka's listener.name.<name>.ssl.client.auth=required)",
+    )
+    b.add_argument(
+        "--advertised-listeners-file",
+        default=None,
+        help="read advertised.listeners from this file at start-up (exclusive with --advertised-listeners)",
+    )
+    b.add_argument("--sasl-enabled-mechanisms", default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
+    b.add_argument(
+        "--connections-max-reauth-ms", type=int, default=0, help="KIP-368; 0: no re-authentication"
+    )
+    b.add_argument("--connection-failed-authentication-delay-ms", type=int, default=100)
+    b.add_argument("--sasl-mechanism-inter-broker-protocol", default="PLAIN")
+    b.add_argument(
+        "--inter-broker-sasl-username", default=None, help="this broker's SASL user towards the others"
+    )
+    b.add_argument(
+        "--inter-broker-sasl-password-file",
+        default=None,
+        help="file holding that user's password (else BROOK_INTER_BROKER_SASL_PASSWORD)",
+    )
+
+
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
     topic_defaults = {}
     for item in a.topic_default or []:
@@ -85,7 +199,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         topic_defaults[key] = value
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)
-    return BrokerSettings(
+    settings = BrokerSettings(
         node_id=_node_id(a),
         host=a.host,
         port=a.port,
@@ -122,6 +236,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         metrics_host=a.metrics_host,
         metrics_port=a.metrics_port,
     )
+    return _security(a, settings)
 
 
 def _add_broker_flags(b: argparse.ArgumentParser) -> None:
@@ -214,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("broker", help="run one broker")
     _add_broker_flags(b)
+    _add_security_flags(b)
     _env_defaults(b)
 
     d = sub.add_parser("dev", help="local development cluster")

@@ -49,15 +49,19 @@ class Broker:
     def controller_id(self) -> int:
         return self.cluster.controller_id if self.cluster is not None else self.settings.node_id
 
-    def brokers(self) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of every live broker."""
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of every live broker, as advertised on `listener` (clients are
+        answered with the addresses of the listener they came in on); None: the inter-broker one."""
         if self.cluster is not None:
-            return self.cluster.brokers()
+            return self.cluster.brokers(listener)
         host, port = self.settings.advertised
+        for li in self.settings.effective_listeners():
+            if li.name == listener:
+                host, port = li.advertised_host, li.advertised_port
         return [(self.settings.node_id, host, port, self.settings.rack)]
 
-    def endpoint(self, node_id: int) -> tuple[str, int] | None:
-        for n, host, port, _ in self.brokers():
+    def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
+        for n, host, port, _ in self.brokers(listener):
             if n == node_id:
                 return host, port
         return None

@@ -45,6 +45,12 @@ DEFS: dict[str, BrokerConfigDef] = {
         _d("broker.id", "INT", "-1", "this broker's id"),
         _d("broker.rack", "STRING", None, "this broker's rack, for rack-aware placement and fetching"),
         _d("compression.type", "STRING", "producer", "compression of stored batches"),
+        _d(
+            "connections.max.reauth.ms",
+            "LONG",
+            "0",
+            "SASL session lifetime before re-authentication (KIP-368)",
+        ),
         _d("default.replication.factor", "INT", "1", "replication factor of automatically created topics"),
         _d("group.initial.rebalance.delay.ms", "INT", "3000", "wait for members before a first rebalance"),
         _d("group.min.session.timeout.ms", "INT", "6000", "smallest session timeout a member may ask for"),
@@ -142,13 +148,15 @@ def synonyms_of(name: str) -> tuple[str, ...]:
 def static_configs(s: BrokerSettings) -> dict[str, str]:
     """The broker configs this broker sets (as a server.properties would): identity, listeners, and every
     setting whose value is not Kafka's default."""
-    host, port = s.advertised
     values = {
         "broker.id": str(s.node_id),
         "node.id": str(s.node_id),
         "log.dirs": str(s.data_dir),
-        "listeners": f"PLAINTEXT://{s.host}:{s.port}",
-        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
+        "listeners": ",".join(f"{li.name}://{li.host}:{li.port}" for li in s.effective_listeners()),
+        "advertised.listeners": ",".join(
+            f"{li.name}://{li.advertised_host}:{li.advertised_port}" for li in s.effective_listeners()
+        ),
+        "connections.max.reauth.ms": str(s.sasl.connections_max_reauth_ms),
         "auto.create.topics.enable": str(s.auto_create_topics).lower(),
         "num.partitions": str(s.num_partitions),
         "default.replication.factor": str(s.default_replication_factor),
@@ -200,6 +208,7 @@ _LOG4J_LEVELS = {"CRITICAL": "FATAL", "WARNING": "WARN"}
 def logger_levels() -> dict[str, str]:
     """DescribeConfigs(BROKER_LOGGER): the effective level of the root logger and of Brook's loggers,
     in log4j's names."""
+
     def level(logger: logging.Logger) -> str:
         name = logging.getLevelName(logger.getEffectiveLevel())
         return _LOG4J_LEVELS.get(name, name)

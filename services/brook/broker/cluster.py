@@ -52,6 +52,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 
 from .controller import Controller
 from .follower import LeaderFetcher, Throttle
+from .inter_broker import peer_security
 from .partition import Partition, PartitionRole
 from .topics import TopicMeta
 
@@ -76,10 +77,20 @@ class ClusterNode:
         self.client = EtcdClient(self.settings.etcd_endpoints)
         self.store = EtcdMetadataStore(self.client, self.settings.cluster_name)
         host, port = self.settings.advertised
+        self._peer_security = peer_security(self.settings)
         self.registry = BrokerRegistry(
             self.client,
             self.store.layout,
-            BrokerInfo(self.node_id, host, port, self.settings.rack),
+            BrokerInfo(
+                self.node_id,
+                host,
+                port,
+                self.settings.rack,
+                endpoints=tuple(
+                    (li.name, li.advertised_host, li.advertised_port)
+                    for li in self.settings.effective_listeners()
+                ),
+            ),
             ttl=self.settings.lease_ttl_s,
             wait_for_stale=self.settings.lease_ttl_s + 2.0,
         )
@@ -182,9 +193,9 @@ class ClusterNode:
     def controller_id(self) -> int:
         return self.controller.broker_id if self.controller is not None else -1
 
-    def brokers(self) -> list[tuple[int, str, int, str | None]]:
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         return [
-            (b.broker_id, b.host, b.port, b.rack)
+            (b.broker_id, *b.endpoint(listener), b.rack)
             for b in sorted(self.live.values(), key=lambda b: b.broker_id)
         ]
 
@@ -461,6 +472,7 @@ class ClusterNode:
                 self._throttled,
                 self._throttle,
                 self.broker.metrics.on_replication_in,
+                self._peer_security,
             )
             self._fetchers[leader] = fetcher
             fetcher.start()

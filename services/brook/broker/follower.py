@@ -28,6 +28,7 @@ from brook.protocol.replica_fetch import (
 from brook.protocol.versions import ApiKey
 from brook.replication.peer import PeerConnection
 
+from .inter_broker import PLAINTEXT, PeerSecurity
 from .partition import Partition
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class LeaderFetcher:
         throttled: Callable[[Partition], bool],
         throttle: Throttle,
         on_replicated: Callable[[int], None] = lambda n: None,
+        security: PeerSecurity = PLAINTEXT,
     ) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
@@ -87,7 +89,13 @@ class LeaderFetcher:
         self._throttled = throttled
         self._throttle = throttle
         self._on_replicated = on_replicated
-        self._conn = PeerConnection(host, port, f"brook-replica-{node_id}")
+        self._conn = PeerConnection(
+            host,
+            port,
+            f"brook-replica-{node_id}",
+            ssl_context=security.ssl_context,
+            authenticate=security.authenticate,
+        )
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
         self._stopping = False

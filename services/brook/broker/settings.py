@@ -6,6 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brook.groups import GroupSettings
+from brook.security.listeners import Listener
+from brook.security.sasl import SaslSettings
+from brook.security.sasl_client import ClientCredentials
+from brook.security.tls import TlsSettings
 
 
 @dataclass(slots=True)
@@ -43,7 +47,32 @@ class BrokerSettings:
     controlled_shutdown_timeout_s: float = 15.0
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 0  # /metrics, /healthz, /readyz; 0: a free port; -1: off
+    # listeners / advertised.listeners / listener.security.protocol.map, parsed; empty: one PLAINTEXT
+    # listener on host:port advertised as advertised_host:advertised_port.
+    listeners: list[Listener] = field(default_factory=list)
+    inter_broker_listener_name: str | None = None  # inter.broker.listener.name; default: the first
+    tls: TlsSettings = field(default_factory=TlsSettings)
+    sasl: SaslSettings = field(default_factory=SaslSettings)
+    # This broker's SASL identity towards the others when the inter-broker listener uses SASL.
+    inter_broker_credentials: ClientCredentials | None = None
 
     @property
     def advertised(self) -> tuple[str, int]:
+        """The inter-broker listener's advertised address (the one registered for replication)."""
+        if self.listeners:
+            ib = self.inter_broker_listener()
+            return ib.advertised_host, ib.advertised_port
         return (self.advertised_host or self.host, self.advertised_port or self.port)
+
+    def effective_listeners(self) -> list[Listener]:
+        if self.listeners:
+            return list(self.listeners)
+        host, port = self.advertised
+        return [Listener("PLAINTEXT", self.host, self.port, "PLAINTEXT", host, port)]
+
+    def inter_broker_listener(self) -> Listener:
+        listeners = self.effective_listeners()
+        for listener in listeners:
+            if listener.name == self.inter_broker_listener_name:
+                return listener
+        return listeners[0]

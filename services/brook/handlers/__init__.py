@@ -27,6 +27,7 @@ from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_f
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
 from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
+from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 
@@ -61,6 +62,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }
 ADVERTISED: dict[int, tuple[int, int]] = advertised([*HANDLERS, ApiKey.API_VERSIONS])
 HANDLERS[ApiKey.API_VERSIONS] = make_api_versions_handler(ADVERTISED)

@@ -14,7 +14,7 @@ from brook.protocol.versions import ApiKey
 
 from . import authorized
 from .authorized import authorized_operations
-from .context import CLIENT_HOST, Body
+from .context import CLIENT_HOST, LISTENER_NAME, Body
 
 
 async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
@@ -40,7 +40,7 @@ async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any
     except KafkaError as e:  # the offsets topic is being created, or not yet known here: retriable
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=e.message)
         return entry
-    endpoint = broker.endpoint(leader)
+    endpoint = broker.endpoint(leader, LISTENER_NAME.get())
     if endpoint is None:
         entry.update(
             error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="the coordinator has no leader"

@@ -13,7 +13,7 @@ from brook.protocol.versions import ApiKey
 
 from . import authorized
 from .authorized import authorized_operations
-from .context import Body, as_uuid, uuid_bytes
+from .context import LISTENER_NAME, Body, as_uuid, uuid_bytes
 
 
 def _topic_entry(broker: Broker, meta: TopicMeta, ops: set[int] | int) -> dict[str, Any]:
@@ -91,7 +91,10 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
         version,
         {
             "throttle_time_ms": 0,
-            "brokers": [{"node_id": n, "host": h, "port": p, "rack": r} for n, h, p, r in broker.brokers()],
+            "brokers": [
+                {"node_id": n, "host": h, "port": p, "rack": r}
+                for n, h, p, r in broker.brokers(LISTENER_NAME.get())
+            ],
             "cluster_id": broker.cluster_id,
             "controller_id": broker.controller_id,
             "topics": topics,
@@ -117,7 +120,7 @@ async def handle_describe_cluster(broker: Broker, hdr: RequestHeader) -> Body | 
             "controller_id": broker.controller_id,
             "brokers": [
                 {"broker_id": n, "host": h, "port": p, "rack": r, "is_fenced": False}
-                for n, h, p, r in broker.brokers()
+                for n, h, p, r in broker.brokers(LISTENER_NAME.get())
             ],
             "authorized_operations": authorized_operations(
                 authorized.CLUSTER, req.include_cluster_authorized_operations

@@ -42,16 +42,38 @@ class BrokerInfo:
     # The etcd create revision of the registration (like Kafka's czxid): new and larger at every
     # (re-)registration, so a stale view of a broker is recognisable. 0 until registered.
     epoch: int = 0
+    # Every listener's advertised (host, port) by listener name; host/port above are the inter-broker one.
+    endpoints: tuple[tuple[str, str, int], ...] = ()
 
     def to_json(self) -> bytes:
-        return encode({"broker_id": self.broker_id, "host": self.host, "port": self.port, "rack": self.rack})
+        doc: dict[str, Any] = {
+            "broker_id": self.broker_id,
+            "host": self.host,
+            "port": self.port,
+            "rack": self.rack,
+        }
+        if self.endpoints:
+            doc["endpoints"] = [{"name": n, "host": h, "port": p} for n, h, p in self.endpoints]
+        return encode(doc)
+
+    def endpoint(self, listener: str | None) -> tuple[str, int]:
+        for name, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
     @classmethod
     def from_json(cls, data: bytes, epoch: int = 0) -> BrokerInfo:
         d = _obj(data)
         rack = d.get("rack")
+        endpoints = tuple((str(e["name"]), str(e["host"]), int(e["port"])) for e in d.get("endpoints", []))
         return cls(
-            int(d["broker_id"]), str(d["host"]), int(d["port"]), None if rack is None else str(rack), epoch
+            int(d["broker_id"]),
+            str(d["host"]),
+            int(d["port"]),
+            None if rack is None else str(rack),
+            epoch,
+            endpoints,
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Iterable
 
@@ -119,9 +120,7 @@ class BrokerRegistry:
             await lease.revoke()
             raise
         self._lease = lease
-        self._broker = BrokerInfo(
-            self._broker.broker_id, self._broker.host, self._broker.port, self._broker.rack, epoch=r.revision
-        )
+        self._broker = dataclasses.replace(self._broker, epoch=r.revision)
         self.registrations += 1
         self.registered.set()
         log.info("broker %d registered (epoch %d, lease %x)", self._broker.broker_id, r.revision, lease.id)

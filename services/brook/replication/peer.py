@@ -7,15 +7,31 @@ reported to the caller, which reconnects after a back-off.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import struct
+from collections.abc import Awaitable, Callable
 
 from brook.protocol.frames import parse_response_header, request_frame
 from brook.protocol.versions import response_is_flexible
 
+# Runs on each new connection before it is used (SASL on the inter-broker listener); raises
+# ConnectionError when the other broker refuses it.
+Authenticate = Callable[["PeerConnection"], Awaitable[None]]
+
 
 class PeerConnection:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        timeout_s: float = 30.0,
+        ssl_context: ssl.SSLContext | None = None,
+        authenticate: Authenticate | None = None,
+    ) -> None:
         self.host, self.port = host, port
+        self._ssl = ssl_context
+        self._authenticate = authenticate
         self._client_id = client_id
         self._timeout = timeout_s
         self._reader: asyncio.StreamReader | None = None
@@ -25,8 +41,18 @@ class PeerConnection:
     async def connect(self) -> None:
         async with asyncio.timeout(self._timeout):  # (asyncio.wait_for can swallow a cancel on 3.11)
             self._reader, self._writer = await asyncio.open_connection(
-                self.host, self.port, limit=64 * 1024 * 1024
+                self.host,
+                self.port,
+                limit=64 * 1024 * 1024,
+                ssl=self._ssl,
+                server_hostname=self.host if self._ssl is not None else None,
             )
+        if self._authenticate is not None:
+            try:
+                await self._authenticate(self)
+            except BaseException:
+                self.close()
+                raise
 
     @property
     def connected(self) -> bool:

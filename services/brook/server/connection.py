@@ -14,11 +14,15 @@ from collections.abc import Callable
 from typing import cast
 
 from brook.broker.broker import Broker
-from brook.handlers.context import CLIENT_HOST
+from brook.handlers.context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL
+from brook.handlers.sasl import SASL_SESSION
 from brook.log.file_slice import FileSlice
 from brook.protocol.fetch import RecordsRef
 from brook.protocol.frames import parse_request
 from brook.protocol.primitives import CodecError
+from brook.security.listeners import Listener
+from brook.security.sasl import SaslSession
+from brook.security.tls import principal_of
 
 from .dispatch import CloseConnection, dispatch
 
@@ -46,8 +50,10 @@ class Connection(asyncio.BufferedProtocol):
         max_request_bytes: int,
         native_sendfile: bool,
         on_close: Callable[[Connection], None],
+        listener: Listener | None = None,
     ) -> None:
         self._broker = broker
+        self._listener = listener
         self._max = max_request_bytes
         self._native_sendfile = native_sendfile
         self._on_close = on_close
@@ -167,6 +173,7 @@ class Connection(asyncio.BufferedProtocol):
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
         CLIENT_HOST.set("/" + self.peer.rsplit(":", 1)[0])
+        session = self._authentication()
         try:
             while not self._closed:
                 if not self._frames:
@@ -182,6 +189,12 @@ class Connection(asyncio.BufferedProtocol):
                 pieces = await dispatch(self._broker, hdr)
                 if pieces is not None:
                     await self._write(pieces)
+                if session is not None and session.failed:
+                    # Kafka answers, then closes after connection.failed.authentication.delay.ms (which
+                    # slows down password guessing).
+                    await asyncio.sleep(session.settings.failed_authentication_delay_ms / 1000)
+                    self.close()
+                    return
         except asyncio.CancelledError:
             pass
         except (CodecError, CloseConnection) as e:
@@ -197,6 +210,23 @@ class Connection(asyncio.BufferedProtocol):
             # close() defers to here while a sendfile is in flight (see close()).
             if self._closed and self._transport is not None and not self._transport.is_closing():
                 self._transport.close()
+
+    def _authentication(self) -> SaslSession | None:
+        """The connection's listener and principal in its context; its SASL session on a SASL listener."""
+        listener = self._listener
+        if listener is None:
+            return None
+        LISTENER_NAME.set(listener.name)
+        if listener.tls and self._transport is not None:
+            principal = principal_of(self._transport.get_extra_info("ssl_object"))
+            if principal is not None:
+                PRINCIPAL.set(principal)
+        if not listener.sasl:
+            return None
+        broker = self._broker
+        session = SaslSession(broker.settings.sasl, lambda user: broker.scram_credentials().get(user, {}))
+        SASL_SESSION.set(session)
+        return session
 
     async def _write(self, pieces: list[bytes | RecordsRef]) -> None:
         transport = self._transport

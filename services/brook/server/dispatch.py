@@ -7,6 +7,7 @@ import time
 
 from brook.broker.broker import Broker
 from brook.handlers import ADVERTISED, HANDLERS, Body
+from brook.handlers.sasl import SASL_SESSION
 from brook.observability import REQUEST_ROLE
 from brook.protocol.errors import ErrorCode
 from brook.protocol.fetch import RecordsRef, chunks_size
@@ -20,11 +21,27 @@ class CloseConnection(Exception):
     """The request cannot be answered on this connection (Kafka closes it too)."""
 
 
+_BEFORE_SASL = (ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+
+
+def check_authenticated(api_key: int) -> None:
+    """On a SASL listener only ApiVersions and the SASL exchange come before authentication, and an
+    expired session (connections.max.reauth.ms) only re-authenticates: else Kafka closes the connection."""
+    session = SASL_SESSION.get()
+    if session is None or api_key in _BEFORE_SASL:
+        return
+    if not session.authenticated:
+        raise CloseConnection(f"{ApiKey(api_key).name} request before SASL authentication")
+    if session.expired():
+        raise CloseConnection("SASL session expired (connections.max.reauth.ms) without re-authentication")
+
+
 async def dispatch(broker: Broker, hdr: RequestHeader) -> list[bytes | RecordsRef] | None:
     """Framed response pieces for one request, or None when no response is due."""
     handler = HANDLERS.get(hdr.api_key)
     if handler is None:
         raise CloseConnection(f"unknown API key {hdr.api_key}")
+    check_authenticated(hdr.api_key)
     lo, hi = ADVERTISED[hdr.api_key]
     if not lo <= hdr.api_version <= hi and hdr.api_key != ApiKey.API_VERSIONS:
         # Clients negotiate through ApiVersions first; a version outside it cannot be encoded.

@@ -6,6 +6,8 @@ import asyncio
 import logging
 
 from brook.broker.broker import Broker
+from brook.security.listeners import Listener
+from brook.security.tls import ReloadingContext, for_listener
 
 from .connection import Connection
 
@@ -20,27 +22,52 @@ def loop_has_native_sendfile(loop: asyncio.AbstractEventLoop) -> bool:
 class KafkaServer:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self.connections: set[Connection] = set()
-        self.port = broker.settings.port
+        self.port = broker.settings.port  # the first listener's
+        self.ports: dict[str, int] = {}  # by listener name
 
     async def start(self) -> None:
+        for listener in self.broker.settings.effective_listeners():
+            await self._listen(listener)
+
+    async def _listen(self, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
-        native = loop_has_native_sendfile(loop)
         s = self.broker.settings
+        tls = ReloadingContext(for_listener(s.tls, listener.name)) if listener.tls else None
+        # Through a TLS transport the bytes must pass through Python (kTLS would need the raw socket).
+        native = loop_has_native_sendfile(loop) and tls is None
 
         def factory() -> Connection:
-            conn = Connection(self.broker, s.max_request_bytes, native, self.connections.discard)
+            conn = Connection(self.broker, s.max_request_bytes, native, self.connections.discard, listener)
             self.connections.add(conn)
             return conn
 
-        self._server = await loop.create_server(factory, s.host, s.port, reuse_address=True, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
-        log.info("listening on %s:%d (sendfile: %s)", s.host, self.port, native)
+        server = await loop.create_server(
+            factory,
+            listener.host,
+            listener.port,
+            reuse_address=True,
+            backlog=1024,
+            ssl=tls.context if tls is not None else None,
+        )
+        self._servers.append(server)
+        port = server.sockets[0].getsockname()[1]
+        if not self.ports:
+            self.port = port
+        self.ports[listener.name] = port
+        log.info(
+            "listener %s (%s) on %s:%d (sendfile: %s)",
+            listener.name,
+            listener.protocol,
+            listener.host,
+            port,
+            native,
+        )
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self.connections):
             conn.close()
         for conn in list(self.connections):
