@@ -53,6 +53,7 @@ KINDS: dict[str, Kind] = {
     k.kind: k
     for k in (
         Kind("v1", "ConfigMap", "configmaps"),
+        Kind("v1", "Secret", "secrets"),
         Kind("v1", "ServiceAccount", "serviceaccounts"),
         Kind("v1", "Service", "services"),
         Kind("v1", "Pod", "pods"),
@@ -72,6 +73,7 @@ def _perms(group: str, resource: str, *verbs: str) -> set[Permission]:
 # What the operator's reconcile flow calls through this module.
 OPERATOR_PERMISSIONS: frozenset[Permission] = frozenset(
     _perms("", "configmaps", "get", "create", "update")
+    | _perms("", "secrets", "get", "create", "update", "delete")
     | _perms("", "serviceaccounts", "get", "create", "update")
     | _perms("", "services", "get", "create", "update", "delete")
     | _perms("", "pods", "list", "delete")

@@ -1,4 +1,5 @@
-"""`brook-operator`: `run` (the operator: leader election, then kopf) and `rack-init` (init container)."""
+"""`brook-operator`: `run` (the operator: leader election, then kopf) `rack-init` and `advertise`
+(init containers)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--node", required=True)
     k.add_argument("--topology-key", required=True)
     k.add_argument("--output", type=Path, required=True)
+
+    a = sub.add_parser("advertise", help="write this broker's advertised listeners to a file")
+    a.add_argument("--pod", required=True)
+    a.add_argument("--table", type=Path, required=True)
+    a.add_argument("--output", type=Path, required=True)
+    a.add_argument("--node", default=None)
     return p
 
 
@@ -163,6 +170,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(rack_init(args.node, args.topology_key, args.output))
+        return
+    if args.command == "advertise":
+        from .rackinit import advertise
+
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(advertise(args.pod, args.table, args.output, args.node))
         return
     sys.exit(asyncio.run(run(args)))
 
