@@ -50,6 +50,9 @@ class OperatorSettings:
     rack_cluster_role: str = resources.DEFAULT_RACK_CLUSTER_ROLE
     # How the operator reaches a cluster over Kafka (tests outside Kubernetes point it elsewhere).
     bootstrap_template: str = DEFAULT_BOOTSTRAP_TEMPLATE
+    # Check brokers' certificates against the bootstrap name (off only where the template points
+    # outside Kubernetes' names, as in tests).
+    verify_hostname: bool = True
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
@@ -109,7 +112,7 @@ async def reconcile_cluster(
     body: Mapping[str, Any],
     *,
     kube: ClusterKube,
-    admin_for: Callable[[str], ClusterAdmin],
+    admin_for: Callable[..., ClusterAdmin],
     settings: OperatorSettings,
     now: str,
 ) -> dict[str, Any]:
@@ -146,7 +149,14 @@ async def reconcile_cluster(
     states = pod_states(pods, revision)
     ready = sum(1 for s in states if s.ready)
 
-    admin = admin_for(kafka_bootstrap(settings, name, namespace, spec.listener.port))
+    if spec.secured:  # through the replication listener, with the operator's certificate
+        op_tls = tls.secret_data(await kube.get("Secret", namespace, tls.operator_tls(name)))
+        address, security = tls.admin_connection(
+            name, namespace, spec, op_tls, settings.bootstrap_template, settings.verify_hostname
+        )
+        admin = admin_for(address, security)
+    else:
+        admin = admin_for(kafka_bootstrap(settings, name, namespace, spec.listener.port))
     snapshot: ClusterSnapshot | None = None
     kafka_error: str | None = None
     if ready > 0:

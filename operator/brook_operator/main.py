@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=_env("BOOTSTRAP_TEMPLATE", DEFAULT_BOOTSTRAP_TEMPLATE),
         help="how the operator reaches a cluster over Kafka; {name} {namespace} {port}",
     )
+    r.add_argument(
+        "--tls-verify-hostname",
+        choices=("true", "false"),
+        default=_env("TLS_VERIFY_HOSTNAME", "true"),
+        help="check brokers' certificates against the bootstrap name (false: tests outside Kubernetes)",
+    )
     r.add_argument("--kafka-timeout", type=float, default=float(_env("KAFKA_TIMEOUT", "10") or 10))
 
     k = sub.add_parser("rack-init", help="write the node's rack (a topology label) to a file")
@@ -105,6 +111,7 @@ async def run(args: argparse.Namespace) -> int:
         default_image=args.default_image,
         rack_cluster_role=args.rack_cluster_role,
         bootstrap_template=args.bootstrap_template,
+        verify_hostname=args.tls_verify_hostname == "true",
     )
     kube = Kube.from_environment()
     runtime = Runtime(kube=kube, admins=AdminPool(args.kafka_timeout), settings=settings)

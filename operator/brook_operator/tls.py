@@ -25,7 +25,7 @@ from typing import Any
 from . import certs
 from .resources import names
 from .resources.listeners import external_bootstrap_service
-from .spec import ClusterSpec
+from .spec import REPLICATION_PORT, ClusterSpec
 
 Manifest = dict[str, Any]
 SecretData = Mapping[str, bytes]
@@ -148,3 +148,28 @@ def secrets(
 
 def names_of(cluster: str) -> list[str]:
     return [cluster_ca(cluster), clients_ca(cluster), broker_tls(cluster), operator_tls(cluster)]
+
+
+def admin_connection(
+    cluster: str,
+    namespace: str,
+    spec: ClusterSpec,
+    operator_tls: Mapping[str, bytes] | None,
+    template: str,
+    verify_hostname: bool = True,
+) -> tuple[str, dict[str, str] | None]:
+    """How the operator reaches a cluster: the replication listener with its own certificate when the
+    cluster is secured (it is a super user there), else the plain bootstrap. None: not ready yet."""
+    if not spec.secured:
+        return template.format(name=cluster, namespace=namespace, port=spec.listener.port), None
+    bootstrap = template.format(name=cluster, namespace=namespace, port=REPLICATION_PORT)
+    if operator_tls is None or "tls.crt" not in operator_tls:
+        return bootstrap, {}
+    return bootstrap, {
+        "security.protocol": "SSL",
+        "ssl.ca.pem": operator_tls["ca.crt"].decode(),
+        "ssl.certificate.pem": operator_tls["tls.crt"].decode(),
+        "ssl.key.pem": operator_tls["tls.key"].decode(),
+        # Off only where the bootstrap template points outside Kubernetes' names (tests).
+        "ssl.endpoint.identification.algorithm": "https" if verify_hostname else "none",
+    }

@@ -65,8 +65,9 @@ def test_renewal_window_and_what_makes_a_leaf_stale() -> None:
     ca = certs.new_ca("ca", NOW)
     leaf = certs.issue(ca, "b", NOW, hosts=["a.svc"], validity_days=90)
     assert certs.leaf_is_current(leaf, ca, NOW, hosts=["a.svc"], renew_before_days=30)
-    assert not certs.leaf_is_current(leaf, ca, NOW + dt.timedelta(days=61), hosts=["a.svc"],
-                                     renew_before_days=30)
+    assert not certs.leaf_is_current(
+        leaf, ca, NOW + dt.timedelta(days=61), hosts=["a.svc"], renew_before_days=30
+    )
     assert not certs.leaf_is_current(leaf, ca, NOW, hosts=["a.svc", "b.svc"])  # a new host
     assert not certs.leaf_is_current(leaf, certs.new_ca("ca", NOW), NOW, hosts=["a.svc"])  # another key
     assert not certs.leaf_is_current(None, ca, NOW)

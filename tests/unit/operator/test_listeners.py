@@ -19,8 +19,14 @@ SECURE = {
     "listeners": [
         {"name": "plain", "port": 9092},
         {"name": "tls", "port": 9093, "tls": True, "authentication": "tls"},
-        {"name": "external", "port": 9094, "type": "nodeport", "tls": True, "authentication": "scram-sha-512",
-         "nodePort": 31090},
+        {
+            "name": "external",
+            "port": 9094,
+            "type": "nodeport",
+            "tls": True,
+            "authentication": "scram-sha-512",
+            "nodePort": 31090,
+        },
         {"name": "lb", "port": 9095, "type": "loadbalancer", "authentication": "plain"},
     ],
     "authorization": {"enabled": True, "superUsers": ["User:admin"]},
@@ -50,8 +56,12 @@ def test_external_services_one_per_broker_with_node_ports() -> None:
     spec = parse_cluster("demo", SECURE)
     svcs = {s["metadata"]["name"]: s for s in listeners.external_services("demo", "kafka", spec, 2)}
     assert sorted(svcs) == [
-        "demo-external-0", "demo-external-1", "demo-external-bootstrap",
-        "demo-lb-0", "demo-lb-1", "demo-lb-bootstrap",
+        "demo-external-0",
+        "demo-external-1",
+        "demo-external-bootstrap",
+        "demo-lb-0",
+        "demo-lb-1",
+        "demo-lb-bootstrap",
     ]
     assert svcs["demo-external-bootstrap"]["spec"]["ports"][0]["nodePort"] == 31090
     assert svcs["demo-external-1"]["spec"]["ports"][0]["nodePort"] == 31092
@@ -74,17 +84,37 @@ def test_advertised_table_waits_for_load_balancer_addresses() -> None:
         "EXTERNAL://{node}:31091,LB://203.0.113.7:9095,REPLICATION://demo-broker-0.demo-brokers.kafka.svc:9091"
     )
     assert listeners.fill_node(table["0"], "10.0.0.5").count("EXTERNAL://10.0.0.5:31091") == 1
-    node = {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.5"},
-                                     {"type": "Hostname", "address": "kind-worker"}]}}
+    node = {
+        "status": {
+            "addresses": [
+                {"type": "InternalIP", "address": "10.0.0.5"},
+                {"type": "Hostname", "address": "kind-worker"},
+            ]
+        }
+    }
     assert listeners.node_address(node) == "10.0.0.5"
 
 
 def test_given_hosts_win_over_service_addresses() -> None:
-    spec = parse_cluster("demo", {**SECURE, "listeners": [
-        {"name": "plain", "port": 9092},
-        {"name": "lb", "port": 9095, "type": "loadbalancer", "advertisedHosts": [
-            {"broker": 0, "host": "kafka-0.example.com"}, {"broker": 1, "host": "kafka-1.example.com"}]},
-    ], "authorization": {}})
+    spec = parse_cluster(
+        "demo",
+        {
+            **SECURE,
+            "listeners": [
+                {"name": "plain", "port": 9092},
+                {
+                    "name": "lb",
+                    "port": 9095,
+                    "type": "loadbalancer",
+                    "advertisedHosts": [
+                        {"broker": 0, "host": "kafka-0.example.com"},
+                        {"broker": 1, "host": "kafka-1.example.com"},
+                    ],
+                },
+            ],
+            "authorization": {},
+        },
+    )
     table = listeners.advertised_table("demo", "kafka", spec, 2, {})
     assert table["1"].endswith("LB://kafka-1.example.com:9095")
 
@@ -138,8 +168,13 @@ def test_advertise_init_waits_for_its_entry_then_fills_in_the_node(tmp_path: Any
     from .fakes import FakeKube
 
     kube = FakeKube()
-    kube.put({"kind": "Node", "metadata": {"name": "n1"},
-              "status": {"addresses": [{"type": "InternalIP", "address": "172.18.0.3"}]}})
+    kube.put(
+        {
+            "kind": "Node",
+            "metadata": {"name": "n1"},
+            "status": {"addresses": [{"type": "InternalIP", "address": "172.18.0.3"}]},
+        }
+    )
     table, out = tmp_path / "advertised.json", tmp_path / "out"
     table.write_text("{}")
 
