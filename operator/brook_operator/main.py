@@ -75,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     a = sub.add_parser("advertise", help="write this broker's advertised listeners to a file")
     a.add_argument("--pod", required=True)
-    a.add_argument("--table", type=Path, required=True)
+    a.add_argument(
+        "--table",
+        default=os.environ.get("BROOK_ADVERTISED_TABLE", ""),
+        help="default: $BROOK_ADVERTISED_TABLE",
+    )
     a.add_argument("--output", type=Path, required=True)
     a.add_argument("--node", default=None)
     return p

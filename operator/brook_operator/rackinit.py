@@ -8,7 +8,6 @@ only `get nodes`) reads the node's topology label and writes it where the broker
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -48,36 +47,25 @@ async def rack_init(node_name: str, topology_key: str, output: Path, kube: Kube 
 
 
 async def advertise(
-    pod: str,
-    table: Path,
-    output: Path,
-    node_name: str | None = None,
-    kube: Kube | None = None,
-    poll_s: float = 2.0,
+    pod: str, table: str, output: Path, node_name: str | None = None, kube: Kube | None = None
 ) -> str:
     """`brook-operator advertise` (init container): write this broker's advertised.listeners.
 
-    Its entry in the operator's table (a mounted ConfigMap, updated in place by the kubelet) appears
-    once every external address of the broker is known (a LoadBalancer's comes late): until then the
-    pod waits here rather than start advertising an address nobody can reach. `{node}` becomes the
-    node's address (nodeport listeners)."""
+    `table` is the operator's table (JSON: broker ordinal -> advertised listeners). A broker whose entry
+    is missing (a LoadBalancer's address comes late) fails here: the kubelet retries the init
+    container with the ConfigMap's newer value, and the broker never starts advertising an address
+    nobody can reach. `{node}` becomes the node's address (nodeport listeners)."""
     from .resources import listeners, names
 
     ordinal = names.ordinal_of(pod)
     if ordinal is None:
         raise SystemExit(f"advertise: cannot tell the broker ordinal from pod name {pod!r}")
-    waited = False
-    while True:
-        try:
-            entry = json.loads(table.read_text()).get(str(ordinal))
-        except (OSError, ValueError):
-            entry = None
-        if entry:
-            break
-        if not waited:
-            log.info("waiting for broker %d's external addresses in %s", ordinal, table)
-            waited = True
-        await asyncio.sleep(poll_s)
+    try:
+        entry = json.loads(table or "{}").get(str(ordinal))
+    except ValueError as e:
+        raise SystemExit(f"advertise: the advertised-listeners table is not JSON: {e}") from e
+    if not entry:
+        raise SystemExit(f"advertise: broker {ordinal}'s external addresses are not known yet; retrying")
     if listeners.NODE_PLACEHOLDER in entry:
         if node_name is None:
             raise SystemExit("advertise: a nodeport listener needs --node")

@@ -290,7 +290,7 @@ def pod_template(
     if spec.rack_topology_key is not None:
         inits.append(_rack_init_container(spec, image))
     if security.needs_advertise(spec):
-        inits.append(security.advertise_init_container(spec, image, _container_security()))
+        inits.append(security.advertise_init_container(cluster, spec, image, _container_security()))
     if inits:
         pod_spec["initContainers"] = inits
     if spec.rack_topology_key is not None:

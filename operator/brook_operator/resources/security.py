@@ -6,7 +6,8 @@ The broker pods' contract (extends the one in broker.py):
 - BROOK_LISTENERS, BROOK_LISTENER_SECURITY_PROTOCOL_MAP, BROOK_INTER_BROKER_LISTENER_NAME: Kafka's
   listeners, listener.security.protocol.map, inter.broker.listener.name.
 - BROOK_ADVERTISED_LISTENERS_FILE: a file holding this broker's advertised.listeners, written by the
-  `advertise` init container from the table in the `<cluster>-listeners` ConfigMap.
+  `advertise` init container from the table in the `<cluster>-listeners` ConfigMap (its entry for
+  this broker, `{node}` replaced by the node's address).
 - BROOK_SSL_CERTFILE / BROOK_SSL_KEYFILE / BROOK_SSL_CAFILE: PEM files of the mounted
   `<cluster>-broker-tls` Secret (reloaded by the broker when they change: renewals need no restart);
   BROOK_SSL_CLIENT_AUTH_LISTENERS: listeners that require a client certificate.
@@ -23,7 +24,6 @@ from . import listeners, names
 
 Manifest = dict[str, Any]
 TLS_DIR = "/etc/brook/tls"
-TABLE_DIR = "/etc/brook/listeners"
 ADVERTISED_FILE = "/var/run/brook/advertised-listeners"
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 
@@ -88,20 +88,23 @@ def table_config_map(cluster: str, namespace: str, table: dict[str, str]) -> Man
     }
 
 
-def advertise_init_container(spec: ClusterSpec, image: str, security: dict[str, Any]) -> dict[str, Any]:
-    args = [
-        "--pod",
-        "$(BROOK_POD_NAME)",
-        "--table",
-        f"{TABLE_DIR}/advertised.json",
-        "--output",
-        ADVERTISED_FILE,
+def advertise_init_container(
+    cluster: str, spec: ClusterSpec, image: str, security: dict[str, Any]
+) -> dict[str, Any]:
+    """Writes this broker's advertised.listeners from the table (an environment variable: a broker
+    whose external address is not known yet fails here and the kubelet retries with the table's
+    newer value, so the broker never starts advertising an address nobody can reach)."""
+    args = ["--pod", "$(BROOK_POD_NAME)", "--output", ADVERTISED_FILE]
+    mounts: list[dict[str, Any]] = [{"name": "rack", "mountPath": names.RACK_DIR}]
+    env: list[dict[str, Any]] = [
+        {"name": "BROOK_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {
+            "name": "BROOK_ADVERTISED_TABLE",
+            "valueFrom": {
+                "configMapKeyRef": {"name": listeners_config_map(cluster), "key": "advertised.json"}
+            },
+        },
     ]
-    mounts = [
-        {"name": "rack", "mountPath": names.RACK_DIR},
-        {"name": "listeners", "mountPath": TABLE_DIR, "readOnly": True},
-    ]
-    env = [{"name": "BROOK_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     if needs_node(spec):
         args += ["--node", "$(BROOK_NODE_NAME)"]
         env.append({"name": "BROOK_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
@@ -130,8 +133,6 @@ def broker_mounts(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 def volumes(cluster: str, spec: ClusterSpec) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if needs_advertise(spec):
-        out.append({"name": "listeners", "configMap": {"name": listeners_config_map(cluster)}})
     if spec.secured:
         out.append(
             {"name": "tls", "secret": {"secretName": names.broker_tls_secret(cluster), "defaultMode": 0o440}}

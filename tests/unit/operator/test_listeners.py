@@ -160,8 +160,10 @@ def test_secured_broker_pods_mount_certificates_and_wait_for_their_addresses() -
     assert cm["BROOK_AUTHORIZER_CLASS_NAME"] == security.AUTHORIZER
 
 
-def test_advertise_init_waits_for_its_entry_then_fills_in_the_node(tmp_path: Any) -> None:
+def test_advertise_init_refuses_until_its_entry_exists_then_fills_in_the_node(tmp_path: Any) -> None:
     import asyncio
+
+    import pytest
 
     from brook_operator.rackinit import advertise
 
@@ -175,17 +177,10 @@ def test_advertise_init_waits_for_its_entry_then_fills_in_the_node(tmp_path: Any
             "status": {"addresses": [{"type": "InternalIP", "address": "172.18.0.3"}]},
         }
     )
-    table, out = tmp_path / "advertised.json", tmp_path / "out"
-    table.write_text("{}")
-
-    async def scenario() -> str:
-        task = asyncio.create_task(
-            advertise("demo-broker-1", table, out, "n1", kube=kube, poll_s=0.01)  # type: ignore[arg-type]
-        )
-        await asyncio.sleep(0.1)
-        assert not task.done() and not out.exists()  # no entry yet: the broker does not start
-        table.write_text(json.dumps({"1": "PLAIN://p:9092,EXTERNAL://{node}:31092"}))
-        return await asyncio.wait_for(task, 10)
-
-    assert asyncio.run(scenario()) == "PLAIN://p:9092,EXTERNAL://172.18.0.3:31092"
-    assert out.read_text() == "PLAIN://p:9092,EXTERNAL://172.18.0.3:31092"
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit, match="not known yet"):  # the kubelet retries the init container
+        asyncio.run(advertise("demo-broker-1", "{}", out, "n1", kube=kube))  # type: ignore[arg-type]
+    assert not out.exists()
+    table = json.dumps({"1": "PLAIN://p:9092,EXTERNAL://{node}:31092"})
+    got = asyncio.run(advertise("demo-broker-1", table, out, "n1", kube=kube))  # type: ignore[arg-type]
+    assert got == out.read_text() == "PLAIN://p:9092,EXTERNAL://172.18.0.3:31092"
