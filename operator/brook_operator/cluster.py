@@ -232,7 +232,8 @@ async def _write(
     )
     if spec.secured:  # certificates first: the brokers' pods mount them
         existing = {n: tls.secret_data(await kube.get("Secret", namespace, n)) for n in tls.names_of(name)}
-        built = tls.secrets(name, namespace, spec, existing, dt.datetime.fromisoformat(now)) + built
+        made = tls.secrets(name, namespace, spec, existing, dt.datetime.fromisoformat(now))
+        built = made + tls.certificates(name, namespace, spec) + built
     for m in with_owner(built, owner_reference(name, uid)):
         result = await kube.apply(m)
         if result != "unchanged":

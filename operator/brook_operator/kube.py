@@ -55,6 +55,7 @@ KINDS: dict[str, Kind] = {
         Kind("v1", "ConfigMap", "configmaps"),
         Kind("v1", "Secret", "secrets"),
         Kind("brook.dev/v1alpha1", "Cluster", "clusters"),
+        Kind("cert-manager.io/v1", "Certificate", "certificates"),
         Kind("v1", "ServiceAccount", "serviceaccounts"),
         Kind("v1", "Service", "services"),
         Kind("v1", "Pod", "pods"),
@@ -76,6 +77,7 @@ OPERATOR_PERMISSIONS: frozenset[Permission] = frozenset(
     _perms("", "configmaps", "get", "create", "update")
     | _perms("", "secrets", "get", "create", "update", "delete")
     | _perms("brook.dev", "clusters", "get")  # a User's Cluster
+    | _perms("cert-manager.io", "certificates", "get", "create", "update", "delete")
     | _perms("", "serviceaccounts", "get", "create", "update")
     | _perms("", "services", "get", "create", "update", "delete")
     | _perms("", "pods", "list", "delete")

@@ -139,8 +139,9 @@ def secrets(
     existing: Mapping[str, SecretData | None],
     now: dt.datetime,
 ) -> list[Manifest]:
-    """The certificate Secrets of a secured Cluster (none otherwise)."""
-    if not spec.secured:
+    """The certificate Secrets of a secured Cluster whose certificates the operator makes (none
+    otherwise: see `certificates` for cert-manager)."""
+    if not spec.secured or spec.certificates.issuer != "operator":
         return []
     desired = plan(cluster, namespace, spec, existing, now)
     return [secret(n, namespace, cluster, d) for n, d in desired.items()]
@@ -173,3 +174,67 @@ def admin_connection(
         # Off only where the bootstrap template points outside Kubernetes' names (tests).
         "ssl.endpoint.identification.algorithm": "https" if verify_hostname else "none",
     }
+
+
+# -- cert-manager (spec.certificates.issuer: cert-manager) ------------------------------------------
+# The operator asks cert-manager for the brokers' and its own certificate (Certificate resources whose
+# Secrets have the same names and keys as the operator's own: tls.crt, tls.key, ca.crt), so the broker
+# pods are built the same way. cert-manager renews them; brokers reload the files. The issuer's CA is
+# the one brokers trust, for brokers and for User client certificates alike (those are Certificates of
+# the same issuer too).
+CERT_MANAGER_API = "cert-manager.io/v1"
+
+
+def certificate(
+    name: str,
+    namespace: str,
+    cluster: str,
+    spec: ClusterSpec,
+    common_name: str,
+    *,
+    hosts: list[str] | None = None,
+    server: bool = True,
+) -> Manifest:
+    c = spec.certificates
+    body: dict[str, Any] = {
+        "secretName": name,
+        "commonName": common_name,
+        "duration": f"{c.validity_days * 24}h",
+        "renewBefore": f"{c.renew_before_days * 24}h",
+        "usages": ["digital signature", "key encipherment", "client auth"] + ["server auth"] * server,
+        "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+        "issuerRef": {
+            "name": c.cert_manager_issuer,
+            "kind": c.cert_manager_issuer_kind,
+            "group": "cert-manager.io",
+        },
+    }
+    if hosts:
+        body["dnsNames"] = hosts
+    return {
+        "apiVersion": CERT_MANAGER_API,
+        "kind": "Certificate",
+        "metadata": {"name": name, "namespace": namespace, "labels": names.labels(cluster, names.BROKER)},
+        "spec": body,
+    }
+
+
+def certificates(cluster: str, namespace: str, spec: ClusterSpec) -> list[Manifest]:
+    """The Certificates of a secured Cluster whose certificates come from cert-manager (none otherwise)."""
+    if not spec.secured or spec.certificates.issuer != "cert-manager":
+        return []
+    hosts = [h for h in broker_hosts(cluster, namespace, spec) if not _is_ip(h)]
+    return [
+        certificate(broker_tls(cluster), namespace, cluster, spec, f"{cluster}-broker", hosts=hosts),
+        certificate(operator_tls(cluster), namespace, cluster, spec, f"{cluster}-operator", server=False),
+    ]
+
+
+def _is_ip(host: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -165,33 +165,61 @@ async def reconcile_user(
             "NoListener",
             f"Cluster {user.cluster} has no listener with authentication {user.authentication}",
         )
-    ca_data = tls.secret_data(await kube.get("Secret", namespace, tls.clients_ca(user.cluster)))
-    cca = tls.secret_data(await kube.get("Secret", namespace, tls.cluster_ca(user.cluster))) or {}
-    clients_ca = (
-        certs.KeyPair(ca_data["ca.crt"], ca_data["ca.key"]) if ca_data and "ca.key" in ca_data else None
-    )
-    existing = tls.secret_data(await kube.get("Secret", namespace, name))
-    data = user_secret_data(
-        user,
-        user.cluster,
-        namespace,
-        li,
-        existing,
-        clients_ca,
-        cca.get("ca.crt", b""),
-        dt.datetime.fromisoformat(now),
-        cspec.certificates.renew_before_days,
-    )
-    if data is None:
-        return _not_ready(generation, previous, now, "Waiting", "the cluster's clients CA is not made yet")
-    secret = tls.secret(name, namespace, user.cluster, data)
-    secret["metadata"]["ownerReferences"] = [owner_reference(name, uid)]
+    manifest: dict[str, Any]
+    data: dict[str, bytes] = {}
+    if cspec.certificates.issuer == "cert-manager":
+        # cert-manager makes the client certificate (same issuer as the brokers'); a SCRAM user's
+        # Secret carries the issuer's CA from the brokers' Secret.
+        broker = tls.secret_data(await kube.get("Secret", namespace, tls.broker_tls(user.cluster))) or {}
+        if user.authentication == "tls":
+            manifest = tls.certificate(name, namespace, user.cluster, cspec, user.username, server=False)
+        else:
+            got = user_secret_data(
+                user,
+                user.cluster,
+                namespace,
+                li,
+                await _secret(kube, namespace, name),
+                None,
+                broker.get("ca.crt", b""),
+                dt.datetime.fromisoformat(now),
+                cspec.certificates.renew_before_days,
+            )
+            assert got is not None  # a SCRAM user needs no CA of the operator's
+            data = got
+            manifest = tls.secret(name, namespace, user.cluster, data)
+    else:
+        ca_data = tls.secret_data(await kube.get("Secret", namespace, tls.clients_ca(user.cluster)))
+        cca = tls.secret_data(await kube.get("Secret", namespace, tls.cluster_ca(user.cluster))) or {}
+        clients_ca = (
+            certs.KeyPair(ca_data["ca.crt"], ca_data["ca.key"]) if ca_data and "ca.key" in ca_data else None
+        )
+        maybe = user_secret_data(
+            user,
+            user.cluster,
+            namespace,
+            li,
+            await _secret(kube, namespace, name),
+            clients_ca,
+            cca.get("ca.crt", b""),
+            dt.datetime.fromisoformat(now),
+            cspec.certificates.renew_before_days,
+        )
+        if maybe is None:
+            return _not_ready(
+                generation, previous, now, "Waiting", "the cluster's clients CA is not made yet"
+            )
+        data = maybe
+        manifest = tls.secret(name, namespace, user.cluster, data)
+    manifest["metadata"]["ownerReferences"] = [owner_reference(name, uid)]
     op_tls = tls.secret_data(await kube.get("Secret", namespace, tls.operator_tls(user.cluster)))
     bootstrap, security = tls.admin_connection(user.cluster, namespace, cspec, op_tls, template, verify)
     try:
-        await kube.apply(secret)
+        await kube.apply(manifest)
         admin: UserAdmin = admin_for(bootstrap, security) if security is not None else admin_for(bootstrap)
-        await _agree(admin, user, data, cspec)
+        if user.authentication == "scram-sha-512":
+            await _scram(admin, user, data)
+        await _agree(admin, user, cspec)
     except (ApiError, AdminError, OSError) as e:
         return _not_ready(generation, previous, now, "ReconcileFailed", str(e))
     cond = status.Condition("Ready", "True", "Ready", f"principal {user.principal}")
@@ -201,12 +229,20 @@ async def reconcile_user(
         "username": user.username,
         "principal": user.principal,
         "secret": name,
+        "bootstrapServers": _bootstrap(user.cluster, namespace, li),
     }
 
 
-async def _agree(admin: UserAdmin, user: UserSpec, data: Mapping[str, bytes], cspec: ClusterSpec) -> None:
-    if user.authentication == "scram-sha-512" and user.username not in await admin.scram_users():
+async def _secret(kube: UserKube, namespace: str, name: str) -> dict[str, bytes] | None:
+    return tls.secret_data(await kube.get("Secret", namespace, name))
+
+
+async def _scram(admin: UserAdmin, user: UserSpec, data: Mapping[str, bytes]) -> None:
+    if user.username not in await admin.scram_users():
         await admin.upsert_scram(user.username, data["password"].decode(), SCRAM_ITERATIONS)
+
+
+async def _agree(admin: UserAdmin, user: UserSpec, cspec: ClusterSpec) -> None:
     if cspec.authorization.enabled or user.acls:
         current = await admin.acls_of(user.principal)
         desired = set(user.acls)
@@ -214,7 +250,8 @@ async def _agree(admin: UserAdmin, user: UserSpec, data: Mapping[str, bytes], cs
             await admin.create_acls(user.principal, sorted(desired - current))
         if current - desired:
             await admin.delete_acls(user.principal, sorted(current - desired))
-    await admin.set_quotas(user.username, user.quotas)
+    if user.quotas != Quotas():
+        await admin.set_quotas(user.username, user.quotas)
 
 
 async def delete_user(
@@ -242,6 +279,7 @@ async def delete_user(
     current = await admin.acls_of(user.principal)
     if current:
         await admin.delete_acls(user.principal, sorted(current))
-    await admin.set_quotas(user.username, Quotas())
+    if user.quotas != Quotas():
+        await admin.set_quotas(user.username, Quotas())
     await kube.delete("Secret", namespace, name)
     return f"removed User {user.principal} from Cluster {user.cluster}"

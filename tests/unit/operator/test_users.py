@@ -195,3 +195,24 @@ def test_users_that_cannot_be_served_say_why(
         )
     st = _reconcile(kube, FakeAdmin(), _user("carol", user_spec))
     assert st["conditions"][0]["status"] == "False" and st["conditions"][0]["reason"] == reason
+
+
+def test_with_cert_manager_the_certificates_are_asked_for() -> None:
+    spec = {**CLUSTER_SPEC, "certificates": {"issuer": "cert-manager", "certManagerIssuer": "brook-ca"}}
+    cs = parse_cluster("demo", spec)
+    assert tls.secrets("demo", "kafka", cs, {}, dt.datetime.fromisoformat(NOW)) == []
+    made = {c["metadata"]["name"]: c["spec"] for c in tls.certificates("demo", "kafka", cs)}
+    assert sorted(made) == ["demo-broker-tls", "demo-operator-tls"]
+    assert made["demo-broker-tls"]["issuerRef"] == {
+        "name": "brook-ca",
+        "kind": "ClusterIssuer",
+        "group": "cert-manager.io",
+    }
+    assert "*.demo-brokers.kafka.svc" in made["demo-broker-tls"]["dnsNames"]
+    assert "server auth" not in made["demo-operator-tls"]["usages"]
+    kube = FakeKube()
+    kube.put({"kind": "Cluster", "metadata": {"name": "demo", "namespace": "kafka"}, "spec": spec})
+    st = _reconcile(kube, FakeAdmin(), _user("bob", {"cluster": "demo", "authentication": {"type": "tls"}}))
+    assert st["conditions"][0]["status"] == "True", st
+    cert = kube.objects[("Certificate", "kafka", "bob")]
+    assert cert["spec"]["commonName"] == "bob" and cert["spec"]["secretName"] == "bob"
