@@ -131,13 +131,12 @@ def test_examples_validate_against_the_crds(path: Path) -> None:
 
 def test_examples_parse_in_the_operator() -> None:
     from brook_operator.spec import parse_cluster, parse_topic
+    from brook_operator.user_spec import parse_user
 
+    parsers = {"Cluster": parse_cluster, "Topic": parse_topic, "User": parse_user}
     for path in EXAMPLES:
         for doc in load_all(path):
-            if doc["kind"] == "Cluster":
-                parse_cluster(doc["metadata"]["name"], doc["spec"])
-            else:
-                parse_topic(doc["metadata"]["name"], doc["spec"])
+            parsers[doc["kind"]](doc["metadata"]["name"], doc["spec"])
 
 
 GOOD_CLUSTER = {
