@@ -99,7 +99,7 @@ def bootstrap_service(cluster: str, namespace: str, spec: ClusterSpec) -> Manife
         "spec": {
             "type": "ClusterIP",
             "selector": names.selector(cluster, names.BROKER),
-            "ports": [_ports(spec)[0]],
+            "ports": [_ports(spec)[0], *security.bootstrap_ports(spec)],
         },
     }
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..spec import ClusterSpec
+from ..spec import REPLICATION_PORT, ClusterSpec
 from . import listeners, names
 
 Manifest = dict[str, Any]
@@ -148,3 +148,12 @@ def container_ports(spec: ClusterSpec) -> list[dict[str, Any]]:
         for li in listeners.all_listeners(spec)
         if li is not first
     ]
+
+
+def bootstrap_ports(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """The bootstrap Service's ports besides the client one: the replication listener's, through
+    which the operator administers a secured cluster."""
+    if not spec.secured:
+        return []
+    port = REPLICATION_PORT
+    return [{"name": "replication", "port": port, "targetPort": port, "protocol": "TCP"}]
