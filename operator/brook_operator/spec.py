@@ -141,6 +141,7 @@ class ClusterSpec:
     autoscaling: Autoscaling = field(default_factory=Autoscaling)
     authorization: Authorization = field(default_factory=Authorization)
     certificates: Certificates = field(default_factory=Certificates)
+    replication_port: int = REPLICATION_PORT  # the operator's replication listener (when secured)
 
     @property
     def listener(self) -> Listener:
@@ -293,7 +294,8 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
 
     etcd = _parse_etcd(r, s, p)
 
-    listeners = _parse_listeners(r, s, p)
+    replication_port = r.int_(s, "replicationPort", p, REPLICATION_PORT, 1024, 65535)
+    listeners = _parse_listeners(r, s, p, replication_port)
 
     mt = r.obj(s, "metrics", p) or {}
     metrics = Metrics(
@@ -326,6 +328,7 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         autoscaling=autoscaling,
         authorization=_parse_authorization(r, s, p),
         certificates=_parse_certificates(r, s, p),
+        replication_port=replication_port,
     )
     if out.authorization.enabled and not any(
         li.authentication != "none" for li in out.listeners
@@ -342,7 +345,9 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
     return out
 
 
-def _parse_listeners(r: _Reader, s: Mapping[str, Any], p: str) -> tuple[Listener, ...]:
+def _parse_listeners(
+    r: _Reader, s: Mapping[str, Any], p: str, replication_port: int = REPLICATION_PORT
+) -> tuple[Listener, ...]:
     raw = s.get("listeners")
     if raw is None:
         return (Listener(),)
@@ -357,9 +362,9 @@ def _parse_listeners(r: _Reader, s: Mapping[str, Any], p: str) -> tuple[Listener
         if name is None or port is None:
             r.errors.append(f"{lp} needs a name and a port")
             continue
-        if name == REPLICATION_LISTENER or port == REPLICATION_PORT:
+        if name == REPLICATION_LISTENER or port == replication_port:
             r.errors.append(
-                f"{lp}: the name '{REPLICATION_LISTENER}' and port {REPLICATION_PORT} are the operator's"
+                f"{lp}: the name '{REPLICATION_LISTENER}' and port {replication_port} are the operator's"
                 " replication listener"
             )
         hosts: dict[int, str] = {}

@@ -25,7 +25,7 @@ from typing import Any
 from . import certs
 from .resources import names
 from .resources.listeners import external_bootstrap_service
-from .spec import REPLICATION_PORT, ClusterSpec
+from .spec import ClusterSpec
 
 Manifest = dict[str, Any]
 SecretData = Mapping[str, bytes]
@@ -163,7 +163,7 @@ def admin_connection(
     cluster is secured (it is a super user there), else the plain bootstrap. None: not ready yet."""
     if not spec.secured:
         return template.format(name=cluster, namespace=namespace, port=spec.listener.port), None
-    bootstrap = template.format(name=cluster, namespace=namespace, port=REPLICATION_PORT)
+    bootstrap = template.format(name=cluster, namespace=namespace, port=spec.replication_port)
     if operator_tls is None or "tls.crt" not in operator_tls:
         return bootstrap, {}
     return bootstrap, {

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..spec import REPLICATION_LISTENER, REPLICATION_PORT, ClusterSpec, Listener
+from ..spec import REPLICATION_LISTENER, ClusterSpec, Listener
 from . import names
 
 Manifest = dict[str, Any]
@@ -38,7 +38,7 @@ def all_listeners(spec: ClusterSpec) -> list[Listener]:
     out = list(spec.listeners)
     if spec.secured:
         out.append(
-            Listener(REPLICATION_LISTENER, REPLICATION_PORT, "internal", tls=True, authentication="tls")
+            Listener(REPLICATION_LISTENER, spec.replication_port, "internal", tls=True, authentication="tls")
         )
     return out
 

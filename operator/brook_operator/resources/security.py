@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..spec import REPLICATION_PORT, ClusterSpec
+from ..spec import ClusterSpec
 from . import listeners, names
 
 Manifest = dict[str, Any]
@@ -155,5 +155,5 @@ def bootstrap_ports(spec: ClusterSpec) -> list[dict[str, Any]]:
     which the operator administers a secured cluster."""
     if not spec.secured:
         return []
-    port = REPLICATION_PORT
+    port = spec.replication_port
     return [{"name": "replication", "port": port, "targetPort": port, "protocol": "TCP"}]
