@@ -276,9 +276,10 @@ async def delete_user(
     admin: UserAdmin = admin_for(bootstrap, security) if security is not None else admin_for(bootstrap)
     if user.authentication == "scram-sha-512" and user.username in await admin.scram_users():
         await admin.delete_scram(user.username)
-    current = await admin.acls_of(user.principal)
-    if current:
-        await admin.delete_acls(user.principal, sorted(current))
+    if cspec.authorization.enabled or user.acls:  # (a cluster without ACLs may not have the API)
+        current = await admin.acls_of(user.principal)
+        if current:
+            await admin.delete_acls(user.principal, sorted(current))
     if user.quotas != Quotas():
         await admin.set_quotas(user.username, Quotas())
     await kube.delete("Secret", namespace, name)

@@ -151,9 +151,16 @@ def container_ports(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 
 def bootstrap_ports(spec: ClusterSpec) -> list[dict[str, Any]]:
-    """The bootstrap Service's ports besides the client one: the replication listener's, through
-    which the operator administers a secured cluster."""
-    if not spec.secured:
-        return []
-    port = spec.replication_port
-    return [{"name": "replication", "port": port, "targetPort": port, "protocol": "TCP"}]
+    """The bootstrap Service's ports besides the first listener's: the other internal listeners (a
+    User's Secret names this Service with its listener's port) and, when secured, the replication
+    listener's, through which the operator administers the cluster."""
+    first = spec.listener
+    out = [
+        {"name": li.name[:15], "port": li.port, "targetPort": li.port, "protocol": "TCP"}
+        for li in spec.listeners
+        if not li.external and li is not first
+    ]
+    if spec.secured:
+        port = spec.replication_port
+        out.append({"name": "replication", "port": port, "targetPort": port, "protocol": "TCP"})
+    return out
