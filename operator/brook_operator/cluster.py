@@ -8,12 +8,13 @@ skipped); restart at most one outdated broker (rolling planner); compute the sta
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from . import GROUP, VERSION, brokerconfig, resources, rolling, scaledown, status
+from . import GROUP, VERSION, brokerconfig, resources, rolling, scaledown, status, tls
 from .apply import OwnershipConflict
 from .facts import AdminError, ClusterSnapshot
 from .kube import ApiError
@@ -49,6 +50,9 @@ class OperatorSettings:
     rack_cluster_role: str = resources.DEFAULT_RACK_CLUSTER_ROLE
     # How the operator reaches a cluster over Kafka (tests outside Kubernetes point it elsewhere).
     bootstrap_template: str = DEFAULT_BOOTSTRAP_TEMPLATE
+    # Check brokers' certificates against the bootstrap name (off only where the template points
+    # outside Kubernetes' names, as in tests).
+    verify_hostname: bool = True
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
@@ -108,7 +112,7 @@ async def reconcile_cluster(
     body: Mapping[str, Any],
     *,
     kube: ClusterKube,
-    admin_for: Callable[[str], ClusterAdmin],
+    admin_for: Callable[..., ClusterAdmin],
     settings: OperatorSettings,
     now: str,
 ) -> dict[str, Any]:
@@ -135,14 +139,24 @@ async def reconcile_cluster(
     sts_name = names.statefulset(name)
     sts = await kube.get("StatefulSet", namespace, sts_name)
     pods = await kube.list("Pod", namespace, selector)
-    built = resources.cluster_manifests(name, namespace, spec, default_image=settings.default_image)
+    services = await _external_services(kube, name, namespace, spec)
+    built = resources.cluster_manifests(
+        name, namespace, spec, default_image=settings.default_image, services=services
+    )
     brokers = next(m for m in built if m["kind"] == "StatefulSet" and m["metadata"]["name"] == sts_name)
     template = brokers["spec"]["template"]
     revision = template["metadata"]["annotations"][names.REVISION_ANNOTATION]
     states = pod_states(pods, revision)
     ready = sum(1 for s in states if s.ready)
 
-    admin = admin_for(kafka_bootstrap(settings, name, namespace, spec.listener.port))
+    if spec.secured:  # through the replication listener, with the operator's certificate
+        op_tls = tls.secret_data(await kube.get("Secret", namespace, tls.operator_tls(name)))
+        address, security = tls.admin_connection(
+            name, namespace, spec, op_tls, settings.bootstrap_template, settings.verify_hostname
+        )
+        admin = admin_for(address, security)
+    else:
+        admin = admin_for(kafka_bootstrap(settings, name, namespace, spec.listener.port))
     snapshot: ClusterSnapshot | None = None
     kafka_error: str | None = None
     if ready > 0:
@@ -159,7 +173,7 @@ async def reconcile_cluster(
     reconcile_error: str | None = None
     roll_waiting: str | None = None
     try:
-        await _write(kube, name, namespace, uid, spec, settings, decision.replicas)
+        await _write(kube, name, namespace, uid, spec, settings, decision.replicas, services, now)
         plan = await _plan_roll(states, snapshot, admin, spec, expected=decision.replicas)
         roll_waiting = plan.waiting
         if plan.restart is not None:
@@ -210,10 +224,16 @@ async def _write(
     spec: ClusterSpec,
     settings: OperatorSettings,
     replicas: int,
+    services: Mapping[str, Mapping[str, Any]],
+    now: str,
 ) -> None:
     built = resources.cluster_manifests(
-        name, namespace, spec, default_image=settings.default_image, replicas=replicas
+        name, namespace, spec, default_image=settings.default_image, replicas=replicas, services=services
     )
+    if spec.secured:  # certificates first: the brokers' pods mount them
+        existing = {n: tls.secret_data(await kube.get("Secret", namespace, n)) for n in tls.names_of(name)}
+        made = tls.secrets(name, namespace, spec, existing, dt.datetime.fromisoformat(now))
+        built = made + tls.certificates(name, namespace, spec) + built
     for m in with_owner(built, owner_reference(name, uid)):
         result = await kube.apply(m)
         if result != "unchanged":
@@ -223,10 +243,22 @@ async def _write(
         if etcd_sts is not None and _owned_by(etcd_sts, uid):
             for kind, obj in resources.managed_etcd_refs(name):
                 await kube.delete(kind, namespace, obj)
-    if spec.rack_topology_key is not None:
+    if spec.rack_topology_key is not None or resources.security.needs_node(spec):
         await kube.apply(resources.rack_binding(name, namespace, settings.rack_cluster_role))
     else:
         await kube.delete("ClusterRoleBinding", None, names.rack_binding(name, namespace))
+
+
+async def _external_services(
+    kube: ClusterKube, name: str, namespace: str, spec: ClusterSpec
+) -> dict[str, dict[str, Any]]:
+    """The per-broker Services of external listeners that exist (their addresses are advertised)."""
+    out: dict[str, dict[str, Any]] = {}
+    if not any(li.external for li in spec.listeners):
+        return out
+    for svc in await kube.list("Service", namespace, names.selector_string(name)):
+        out[str((svc.get("metadata") or {}).get("name"))] = svc
+    return out
 
 
 async def _plan_roll(

@@ -31,6 +31,7 @@ from confluent_kafka.admin import (
 )
 
 from .facts import AdminError, BrokerInfo, ClusterSnapshot, PartitionInfo, Reassignment, TopicState
+from .user_spec import AclRule, Quotas
 
 T = TypeVar("T")
 
@@ -70,10 +71,20 @@ def _source(entry: ConfigEntry) -> int:
 class KafkaAdmin:
     """Admin operations against one Brook cluster (bootstrap servers `host:port[,host:port]`)."""
 
-    def __init__(self, bootstrap: str, *, timeout: float = 10.0, client_id: str = "brook-operator") -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        *,
+        timeout: float = 10.0,
+        client_id: str = "brook-operator",
+        security: Mapping[str, str] | None = None,
+    ) -> None:
+        """`security`: librdkafka TLS settings (security.protocol, ssl.ca.pem, ssl.certificate.pem,
+        ssl.key.pem, ...) for a secured cluster's replication listener."""
         self.bootstrap = bootstrap
         self.timeout = timeout
         self._client_id = client_id
+        self._security = dict(security or {})
         self._kp: Any = None  # kafka-python KafkaAdminClient (reassignments), created on first use
         self._kp_lock = threading.Lock()
         self._client = AdminClient(
@@ -84,6 +95,7 @@ class KafkaAdmin:
                 "socket.connection.setup.timeout.ms": int(timeout * 1000),
                 "reconnect.backoff.max.ms": 2000,
                 "log_level": 3,  # librdkafka logs errors only; failures surface as AdminError
+                **self._security,
             }
         )
 
@@ -218,7 +230,11 @@ class KafkaAdmin:
                 if quiet.level == logging.NOTSET:
                     quiet.setLevel(logging.WARNING)
 
+                tls: dict[str, Any] = {}
+                if self._security.get("security.protocol") == "SSL":
+                    tls = {"security_protocol": "SSL", "ssl_context": _ssl_context(self._security)}
                 self._kp = KafkaAdminClient(
+                    **tls,
                     bootstrap_servers=self.bootstrap.split(","),
                     client_id=f"{self._client_id}-reassign",
                     request_timeout_ms=int(self.timeout * 1000),
@@ -295,8 +311,151 @@ class KafkaAdmin:
                 out[key] = None if err is None else str(getattr(err, "message", None) or err.__name__)
         return out
 
+    # -- users: SCRAM credentials, ACLs (confluent-kafka), quotas (kafka-python) ----------------------
+    async def scram_users(self) -> set[str]:
+        """Users with a SCRAM credential."""
+        try:
+            fut: Any = self._client.describe_user_scram_credentials()  # users=None: one future, all
+        except Exception as e:  # the call itself may raise KafkaException
+            raise _error(e, "DescribeUserScramCredentials") from e
+        raw = await self._await(fut, "DescribeUserScramCredentials")
+        return {str(u) for u, d in (raw or {}).items() if getattr(d, "scram_credential_infos", None)}
+
+    async def upsert_scram(self, user: str, password: str, iterations: int) -> None:
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, iterations)
+        upsert = UserScramCredentialUpsertion(user, info, password.encode())
+        futs = self._client.alter_user_scram_credentials([upsert])
+        for fut in futs.values():
+            await self._await(fut, f"AlterUserScramCredentials({user})")
+
+    async def delete_scram(self, user: str) -> None:
+        from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
+
+        futs = self._client.alter_user_scram_credentials(
+            [UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)]
+        )
+        for fut in futs.values():
+            await self._await(fut, f"AlterUserScramCredentials({user})")
+
+    async def acls_of(self, principal: str) -> set[AclRule]:
+        from confluent_kafka.admin import (
+            AclBindingFilter,
+            AclOperation,
+            AclPermissionType,
+            ResourcePatternType,
+        )
+
+        anything: Any = None  # a filter's "any name", "any host"
+        flt = AclBindingFilter(
+            ResourceType.ANY, anything, ResourcePatternType.ANY, principal, anything, AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        raw = await self._await(self._client.describe_acls(flt), "DescribeAcls")
+        return {_rule_of(b) for b in raw or []}
+
+    async def create_acls(self, principal: str, rules: Iterable[AclRule]) -> None:
+        bindings = [_binding_of(principal, r) for r in rules]
+        if not bindings:
+            return
+        for fut in self._client.create_acls(bindings).values():
+            await self._await(fut, "CreateAcls")
+
+    async def delete_acls(self, principal: str, rules: Iterable[AclRule]) -> None:
+        from confluent_kafka.admin import AclBindingFilter
+
+        filters = [AclBindingFilter(*_binding_args(principal, r)) for r in rules]
+        if not filters:
+            return
+        for fut in self._client.delete_acls(filters).values():
+            await self._await(fut, "DeleteAcls")
+
+    async def set_quotas(self, user: str, quotas: Quotas) -> None:
+        """The user's quotas (AlterClientQuotas); None values remove a quota."""
+        from kafka.protocol.admin import AlterClientQuotasRequest as Req
+
+        entry = Req.EntryData(
+            entity=[Req.EntryData.EntityData(entity_type="user", entity_name=user)],
+            ops=[
+                Req.EntryData.OpData(key=k, value=v or 0.0, remove=v is None)
+                for k, v in sorted(quotas.as_kafka().items())
+            ],
+        )
+        request = Req(entries=[entry], validate_only=False)
+
+        def call(kp: Any) -> Any:
+            def errors(r: Any) -> Any:
+                from kafka import errors as Errors
+
+                for e in r.entries:
+                    yield Errors.for_code(e.error_code)
+
+            return kp._manager.run(kp._send_request_to_controller, request, errors)
+
+        await self._kp_call("AlterClientQuotas", call)
+
     def close(self) -> None:
         self._drop_reassigner()
+
+
+def _ssl_context(security: Mapping[str, str]) -> Any:
+    """kafka-python takes an SSLContext; Python loads a certificate chain only from files."""
+    import os
+    import ssl
+    import tempfile
+
+    ctx = ssl.create_default_context(cadata=security["ssl.ca.pem"])
+    if security.get("ssl.endpoint.identification.algorithm") == "none":
+        ctx.check_hostname = False
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "client.pem")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(security["ssl.certificate.pem"] + security["ssl.key.pem"])
+        ctx.load_cert_chain(path)
+    return ctx
+
+
+_RESOURCE = {"topic": "TOPIC", "group": "GROUP", "cluster": "BROKER", "transactionalId": "TRANSACTIONAL_ID"}
+_OPERATION = {
+    "All": "ALL", "Read": "READ", "Write": "WRITE", "Create": "CREATE", "Delete": "DELETE", "Alter": "ALTER",
+    "Describe": "DESCRIBE", "ClusterAction": "CLUSTER_ACTION", "DescribeConfigs": "DESCRIBE_CONFIGS",
+    "AlterConfigs": "ALTER_CONFIGS", "IdempotentWrite": "IDEMPOTENT_WRITE",
+}
+
+
+def _binding_args(principal: str, r: AclRule) -> tuple[Any, ...]:
+    from confluent_kafka.admin import AclOperation, AclPermissionType, ResourcePatternType
+
+    return (
+        ResourceType[_RESOURCE[r.resource_type]],
+        r.resource_name,
+        ResourcePatternType.PREFIXED if r.pattern_type == "prefix" else ResourcePatternType.LITERAL,
+        principal,
+        r.host,
+        AclOperation[_OPERATION[r.operation]],
+        AclPermissionType.DENY if r.permission == "deny" else AclPermissionType.ALLOW,
+    )
+
+
+def _binding_of(principal: str, r: AclRule) -> Any:
+    from confluent_kafka.admin import AclBinding
+
+    return AclBinding(*_binding_args(principal, r))
+
+
+def _rule_of(b: Any) -> AclRule:
+    rtype = {v: k for k, v in _RESOURCE.items()}.get(b.restype.name, b.restype.name.lower())
+    op = {v: k for k, v in _OPERATION.items()}.get(b.operation.name, b.operation.name)
+    return AclRule(
+        rtype,
+        b.name,
+        "prefix" if b.resource_pattern_type.name == "PREFIXED" else "literal",
+        op,
+        "deny" if b.permission_type.name == "DENY" else "allow",
+        b.host,
+    )
 
 
 class AdminPool:
@@ -307,11 +466,18 @@ class AdminPool:
         self._admins: dict[str, KafkaAdmin] = {}
         self._lock = threading.Lock()
 
-    def get(self, bootstrap: str) -> KafkaAdmin:
+    def get(self, bootstrap: str, security: Mapping[str, str] | None = None) -> KafkaAdmin:
+        """The client of `bootstrap`; a client made with other `security` (renewed certificates) is
+        replaced."""
         with self._lock:
             admin = self._admins.get(bootstrap)
+            if admin is not None and admin._security != dict(security or {}):
+                admin.close()
+                admin = None
             if admin is None:
-                admin = self._admins[bootstrap] = KafkaAdmin(bootstrap, timeout=self._timeout)
+                admin = self._admins[bootstrap] = KafkaAdmin(
+                    bootstrap, timeout=self._timeout, security=security
+                )
             return admin
 
     def forget(self, bootstrap: str) -> None:

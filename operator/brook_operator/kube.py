@@ -53,6 +53,9 @@ KINDS: dict[str, Kind] = {
     k.kind: k
     for k in (
         Kind("v1", "ConfigMap", "configmaps"),
+        Kind("v1", "Secret", "secrets"),
+        Kind("brook.dev/v1alpha1", "Cluster", "clusters"),
+        Kind("cert-manager.io/v1", "Certificate", "certificates"),
         Kind("v1", "ServiceAccount", "serviceaccounts"),
         Kind("v1", "Service", "services"),
         Kind("v1", "Pod", "pods"),
@@ -72,6 +75,9 @@ def _perms(group: str, resource: str, *verbs: str) -> set[Permission]:
 # What the operator's reconcile flow calls through this module.
 OPERATOR_PERMISSIONS: frozenset[Permission] = frozenset(
     _perms("", "configmaps", "get", "create", "update")
+    | _perms("", "secrets", "get", "create", "update", "delete")
+    | _perms("brook.dev", "clusters", "get")  # a User's Cluster
+    | _perms("cert-manager.io", "certificates", "get", "create", "update", "delete")
     | _perms("", "serviceaccounts", "get", "create", "update")
     | _perms("", "services", "get", "create", "update", "delete")
     | _perms("", "pods", "list", "delete")
@@ -87,13 +93,16 @@ OPERATOR_PERMISSIONS: frozenset[Permission] = frozenset(
 KOPF_PERMISSIONS: frozenset[Permission] = frozenset(
     _perms("brook.dev", "clusters", "list", "watch", "patch")
     | _perms("brook.dev", "topics", "list", "watch", "patch")
+    | _perms("brook.dev", "users", "list", "watch", "patch")
     | _perms("brook.dev", "clusters/status", "patch")
     | _perms("brook.dev", "topics/status", "patch")
+    | _perms("brook.dev", "users/status", "patch")
     | _perms("apiextensions.k8s.io", "customresourcedefinitions", "list", "watch")
     | _perms("", "events", "create")
 )
 API_SERVER_CHECKED: frozenset[Permission] = frozenset(
     _perms("brook.dev", "clusters/finalizers", "update")
+    | _perms("brook.dev", "users/finalizers", "update")
     | _perms("rbac.authorization.k8s.io", "clusterroles", "bind")
 )
 

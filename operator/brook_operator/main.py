@@ -1,4 +1,5 @@
-"""`brook-operator`: `run` (the operator: leader election, then kopf) and `rack-init` (init container)."""
+"""`brook-operator`: `run` (the operator: leader election, then kopf) `rack-init` and `advertise`
+(init containers)."""
 
 from __future__ import annotations
 
@@ -59,12 +60,28 @@ def build_parser() -> argparse.ArgumentParser:
         default=_env("BOOTSTRAP_TEMPLATE", DEFAULT_BOOTSTRAP_TEMPLATE),
         help="how the operator reaches a cluster over Kafka; {name} {namespace} {port}",
     )
+    r.add_argument(
+        "--tls-verify-hostname",
+        choices=("true", "false"),
+        default=_env("TLS_VERIFY_HOSTNAME", "true"),
+        help="check brokers' certificates against the bootstrap name (false: tests outside Kubernetes)",
+    )
     r.add_argument("--kafka-timeout", type=float, default=float(_env("KAFKA_TIMEOUT", "10") or 10))
 
     k = sub.add_parser("rack-init", help="write the node's rack (a topology label) to a file")
     k.add_argument("--node", required=True)
     k.add_argument("--topology-key", required=True)
     k.add_argument("--output", type=Path, required=True)
+
+    a = sub.add_parser("advertise", help="write this broker's advertised listeners to a file")
+    a.add_argument("--pod", required=True)
+    a.add_argument(
+        "--table",
+        default=os.environ.get("BROOK_ADVERTISED_TABLE", ""),
+        help="default: $BROOK_ADVERTISED_TABLE",
+    )
+    a.add_argument("--output", type=Path, required=True)
+    a.add_argument("--node", default=None)
     return p
 
 
@@ -98,6 +115,7 @@ async def run(args: argparse.Namespace) -> int:
         default_image=args.default_image,
         rack_cluster_role=args.rack_cluster_role,
         bootstrap_template=args.bootstrap_template,
+        verify_hostname=args.tls_verify_hostname == "true",
     )
     kube = Kube.from_environment()
     runtime = Runtime(kube=kube, admins=AdminPool(args.kafka_timeout), settings=settings)
@@ -163,6 +181,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(rack_init(args.node, args.topology_key, args.output))
+        return
+    if args.command == "advertise":
+        from .rackinit import advertise
+
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(advertise(args.pod, args.table, args.output, args.node))
         return
     sys.exit(asyncio.run(run(args)))
 

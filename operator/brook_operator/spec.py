@@ -59,11 +59,51 @@ class Etcd:
     managed: ManagedEtcd | None = None
 
 
+LISTENER_TYPES = ("internal", "nodeport", "loadbalancer")
+AUTHENTICATIONS = ("none", "scram-sha-512", "plain", "tls")
+# The operator's own listener: brokers replicate over it and the operator administers through it.
+REPLICATION_LISTENER = "replication"
+REPLICATION_PORT = 9091
+
+
 @dataclass(frozen=True, slots=True)
 class Listener:
     name: str = "plain"
     port: int = 9092
-    type: str = "internal"
+    type: str = "internal"  # internal | nodeport | loadbalancer
+    tls: bool = False
+    authentication: str = "none"  # none | scram-sha-512 | plain | tls (client certificates)
+    # External listeners: the host clients use for broker <ordinal> (else the Service's address), and
+    # the first node port (broker i gets node_port + 1 + i, the bootstrap node_port).
+    advertised_hosts: dict[int, str] = field(default_factory=dict)
+    node_port: int | None = None
+
+    @property
+    def external(self) -> bool:
+        return self.type != "internal"
+
+    @property
+    def security_protocol(self) -> str:
+        """Kafka's name for what the listener speaks (listener.security.protocol.map)."""
+        sasl = self.authentication in ("scram-sha-512", "plain")
+        if self.tls:
+            return "SASL_SSL" if sasl else "SSL"
+        return "SASL_PLAINTEXT" if sasl else "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True)
+class Authorization:
+    enabled: bool = False
+    super_users: tuple[str, ...] = ()  # Kafka principals, e.g. "User:admin"
+
+
+@dataclass(frozen=True, slots=True)
+class Certificates:
+    issuer: str = "operator"  # operator: a CA of the operator's own | cert-manager: Certificates
+    validity_days: int = 365
+    renew_before_days: int = 30
+    cert_manager_issuer: str | None = None  # cert-manager: the Issuer/ClusterIssuer name
+    cert_manager_issuer_kind: str = "ClusterIssuer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +136,25 @@ class ClusterSpec:
     config: dict[str, str] = field(default_factory=dict)  # Kafka names, string values
     rack_topology_key: str | None = None  # None: no rack awareness
     etcd: Etcd | None = None
-    listener: Listener = field(default_factory=Listener)
+    listeners: tuple[Listener, ...] = (Listener(),)
     metrics: Metrics = field(default_factory=Metrics)
     autoscaling: Autoscaling = field(default_factory=Autoscaling)
+    authorization: Authorization = field(default_factory=Authorization)
+    certificates: Certificates = field(default_factory=Certificates)
+    replication_port: int = REPLICATION_PORT  # the operator's replication listener (when secured)
+
+    @property
+    def listener(self) -> Listener:
+        """The in-cluster client listener: the bootstrap Service's port (the first internal one)."""
+        return next((li for li in self.listeners if not li.external), self.listeners[0])
+
+    @property
+    def secured(self) -> bool:
+        """TLS or authentication anywhere: the brokers replicate over a mutual-TLS listener of the
+        operator's and the operator administers through it with a certificate of its own."""
+        return self.authorization.enabled or any(
+            li.tls or li.authentication != "none" for li in self.listeners
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,29 +294,17 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
 
     etcd = _parse_etcd(r, s, p)
 
-    listeners = s.get("listeners")
-    listener = Listener()
-    if listeners is not None:
-        if not isinstance(listeners, list) or len(listeners) != 1 or not isinstance(listeners[0], Mapping):
-            r.errors.append(f"{p}.listeners must hold exactly one listener")
-        else:
-            li = listeners[0]
-            lp = f"{p}.listeners[0]"
-            lname = r.str_(li, "name", lp, pattern=LISTENER_NAME)
-            lport = r.opt_int(li, "port", lp, 1024, 65535)
-            if lname is None or lport is None:
-                r.errors.append(f"{lp} needs a name and a port")
-            else:
-                ltype = r.str_(li, "type", lp, "internal", choices=("internal",)) or "internal"
-                listener = Listener(lname, lport, ltype)
+    replication_port = r.int_(s, "replicationPort", p, REPLICATION_PORT, 1024, 65535)
+    listeners = _parse_listeners(r, s, p, replication_port)
 
     mt = r.obj(s, "metrics", p) or {}
     metrics = Metrics(
         enabled=r.bool_(mt, "enabled", f"{p}.metrics", True),
         port=r.int_(mt, "port", f"{p}.metrics", 9308, 1024, 65535),
     )
-    if metrics.port == listener.port:
-        r.errors.append(f"{p}.metrics.port must differ from the listener port {listener.port}")
+    for li in listeners:
+        if metrics.port == li.port:
+            r.errors.append(f"{p}.metrics.port must differ from the listener port {li.port}")
 
     autoscaling = _parse_autoscaling(r, s, p)
     config = r.config(s, "config", p)
@@ -279,16 +323,112 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         config=config,
         rack_topology_key=rack_key,
         etcd=etcd,
-        listener=listener,
+        listeners=listeners,
         metrics=metrics,
         autoscaling=autoscaling,
+        authorization=_parse_authorization(r, s, p),
+        certificates=_parse_certificates(r, s, p),
+        replication_port=replication_port,
     )
+    if out.authorization.enabled and not any(
+        li.authentication != "none" for li in out.listeners
+    ):
+        r.errors.append(
+            f"{p}.authorization needs a listener with authentication (else every client is anonymous)"
+        )
     if out.replicas > 1 and out.etcd is None:
         r.errors.append(
             f"{p}.etcd is required for more than one broker (brokers share metadata through etcd)"
         )
     if r.errors:
         raise SpecError(r.errors)
+    return out
+
+
+def _parse_listeners(
+    r: _Reader, s: Mapping[str, Any], p: str, replication_port: int = REPLICATION_PORT
+) -> tuple[Listener, ...]:
+    raw = s.get("listeners")
+    if raw is None:
+        return (Listener(),)
+    if not isinstance(raw, list) or not raw or not all(isinstance(x, Mapping) for x in raw):
+        r.errors.append(f"{p}.listeners must be a non-empty list of listeners")
+        return (Listener(),)
+    out: list[Listener] = []
+    for i, li in enumerate(raw):
+        lp = f"{p}.listeners[{i}]"
+        name = r.str_(li, "name", lp, pattern=LISTENER_NAME)
+        port = r.opt_int(li, "port", lp, 1024, 65535)
+        if name is None or port is None:
+            r.errors.append(f"{lp} needs a name and a port")
+            continue
+        if name == REPLICATION_LISTENER or port == replication_port:
+            r.errors.append(
+                f"{lp}: the name '{REPLICATION_LISTENER}' and port {replication_port} are the operator's"
+                " replication listener"
+            )
+        hosts: dict[int, str] = {}
+        for j, h in enumerate(li.get("advertisedHosts") or []):
+            hp = f"{lp}.advertisedHosts[{j}]"
+            if not isinstance(h, Mapping):
+                r.errors.append(f"{hp} must be an object with broker and host")
+                continue
+            broker = r.opt_int(h, "broker", hp, 0)
+            host = r.str_(h, "host", hp)
+            if broker is not None and host is not None:
+                hosts[broker] = host
+        listener = Listener(
+            name=name,
+            port=port,
+            type=r.str_(li, "type", lp, "internal", choices=LISTENER_TYPES) or "internal",
+            tls=r.bool_(li, "tls", lp, False),
+            authentication=r.str_(li, "authentication", lp, "none", choices=AUTHENTICATIONS) or "none",
+            advertised_hosts=hosts,
+            node_port=r.opt_int(li, "nodePort", lp, 30000, 32767),
+        )
+        if listener.authentication == "tls" and not listener.tls:
+            r.errors.append(f"{lp}: authentication tls (client certificates) needs tls: true")
+        if listener.node_port is not None and listener.type != "nodeport":
+            r.errors.append(f"{lp}.nodePort applies to type nodeport only")
+        out.append(listener)
+    names_ = [li.name for li in out]
+    ports = [li.port for li in out]
+    if len(set(names_)) != len(names_) or len(set(ports)) != len(ports):
+        r.errors.append(f"{p}.listeners: names and ports must be unique")
+    if out and all(li.external for li in out):
+        r.errors.append(f"{p}.listeners needs an internal listener (in-cluster clients, probes)")
+    return tuple(out) or (Listener(),)
+
+
+def _parse_authorization(r: _Reader, s: Mapping[str, Any], p: str) -> Authorization:
+    a = r.obj(s, "authorization", p) or {}
+    ap = f"{p}.authorization"
+    supers: list[str] = []
+    for i, u in enumerate(a.get("superUsers") or []):
+        if not isinstance(u, str) or not u.startswith("User:") or len(u) <= len("User:"):
+            r.errors.append(f"{ap}.superUsers[{i}] must be a principal like User:admin")
+        else:
+            supers.append(u)
+    return Authorization(enabled=r.bool_(a, "enabled", ap, False), super_users=tuple(supers))
+
+
+def _parse_certificates(r: _Reader, s: Mapping[str, Any], p: str) -> Certificates:
+    c = r.obj(s, "certificates", p) or {}
+    cp = f"{p}.certificates"
+    out = Certificates(
+        issuer=r.str_(c, "issuer", cp, "operator", choices=("operator", "cert-manager")) or "operator",
+        validity_days=r.int_(c, "validityDays", cp, 365, 2, 3650),
+        renew_before_days=r.int_(c, "renewBeforeDays", cp, 30, 1, 3649),
+        cert_manager_issuer=r.str_(c, "certManagerIssuer", cp),
+        cert_manager_issuer_kind=r.str_(
+            c, "certManagerIssuerKind", cp, "ClusterIssuer", choices=("Issuer", "ClusterIssuer")
+        )
+        or "ClusterIssuer",
+    )
+    if out.renew_before_days >= out.validity_days:
+        r.errors.append(f"{cp}.renewBeforeDays must be less than validityDays")
+    if out.issuer == "cert-manager" and out.cert_manager_issuer is None:
+        r.errors.append(f"{cp}.certManagerIssuer is required with issuer cert-manager")
     return out
 
 

@@ -25,7 +25,8 @@ def schema_of(kind: str) -> dict[str, Any]:
 
 def test_both_crds_exist_with_names_and_categories() -> None:
     c = crds()
-    assert set(c) == {"Cluster", "Topic"}
+    assert set(c) == {"Cluster", "Topic", "User"}
+    assert c["User"]["metadata"]["name"] == "users.brook.dev"
     assert c["Cluster"]["metadata"]["name"] == "clusters.brook.dev"
     assert c["Topic"]["metadata"]["name"] == "topics.brook.dev"
     for crd in c.values():
@@ -44,7 +45,7 @@ def test_crds_are_valid_kubernetes_objects(path: Path, version: str) -> None:
         kubernetes_validate.validate(doc, version, strict=True)
 
 
-@pytest.mark.parametrize("kind", ["Cluster", "Topic"])
+@pytest.mark.parametrize("kind", ["Cluster", "Topic", "User"])
 def test_schemas_are_structural(kind: str) -> None:
     for path, node in walk_schema(schema_of(kind)):
         if node.get("x-kubernetes-int-or-string"):
@@ -130,13 +131,12 @@ def test_examples_validate_against_the_crds(path: Path) -> None:
 
 def test_examples_parse_in_the_operator() -> None:
     from brook_operator.spec import parse_cluster, parse_topic
+    from brook_operator.user_spec import parse_user
 
+    parsers = {"Cluster": parse_cluster, "Topic": parse_topic, "User": parse_user}
     for path in EXAMPLES:
         for doc in load_all(path):
-            if doc["kind"] == "Cluster":
-                parse_cluster(doc["metadata"]["name"], doc["spec"])
-            else:
-                parse_topic(doc["metadata"]["name"], doc["spec"])
+            parsers[doc["kind"]](doc["metadata"]["name"], doc["spec"])
 
 
 GOOD_CLUSTER = {

@@ -22,7 +22,12 @@ def objects() -> dict[str, dict[str, Any]]:
 
 def test_the_expected_files_exist() -> None:
     assert {p.name for p in FILES} == {"namespace.yaml", "rbac.yaml", "operator.yaml"}
-    assert {p.name for p in (MANIFESTS / "examples").glob("*.yaml")} == {"cluster.yaml", "topic.yaml"}
+    assert {p.name for p in (MANIFESTS / "examples").glob("*.yaml")} == {
+        "cluster.yaml",
+        "cluster-secured.yaml",
+        "topic.yaml",
+        "user.yaml",
+    }
 
 
 @pytest.mark.parametrize("version", KUBE_VERSIONS)

@@ -3,6 +3,6 @@
 Importing this package registers every handler with kopf's default registry.
 """
 
-from . import autoscaling, cluster, settings, topic
+from . import autoscaling, cluster, settings, topic, user
 
-__all__ = ["autoscaling", "cluster", "settings", "topic"]
+__all__ = ["autoscaling", "cluster", "settings", "topic", "user"]

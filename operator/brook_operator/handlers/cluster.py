@@ -9,17 +9,19 @@ import kopf
 
 from .. import GROUP, VERSION
 from .. import cluster as flow
+from ..spec import SpecError, parse_cluster
 from .runtime import Runtime, now
 
 RESYNC_SECONDS = float(os.environ.get("BROOK_OPERATOR_CLUSTER_RESYNC_SECONDS", "15"))
 
 
 @kopf.index(GROUP, VERSION, "clusters")
-def cluster_ports(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], int]:
-    """(namespace, name) → the cluster's Kafka port: how Topic handlers find their cluster."""
-    listeners = spec.get("listeners") or [{}]
-    port = listeners[0].get("port", 9092) if isinstance(listeners[0], dict) else 9092
-    return {(namespace or "", name): int(port)}
+def cluster_ports(namespace: str | None, name: str, spec: kopf.Spec, **_: Any) -> dict[tuple[str, str], Any]:
+    """(namespace, name) → the cluster's typed spec (None: invalid): how Topic handlers reach it."""
+    try:
+        return {(namespace or "", name): parse_cluster(name, dict(spec))}
+    except SpecError:
+        return {(namespace or "", name): None}
 
 
 async def _reconcile(body: kopf.Body, patch: kopf.Patch, memo: Runtime) -> None:

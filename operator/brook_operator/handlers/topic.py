@@ -8,8 +8,9 @@ from typing import Any
 
 import kopf
 
-from .. import GROUP, VERSION, topics
+from .. import GROUP, VERSION, tls, topics
 from ..cluster import kafka_bootstrap
+from ..spec import ClusterSpec
 from .runtime import Runtime, now
 
 RESYNC_SECONDS = float(os.environ.get("BROOK_OPERATOR_TOPIC_RESYNC_SECONDS", "60"))
@@ -24,19 +25,26 @@ def topic_claims(
     return {key: topics.claim_of(body)}
 
 
-def _context(
+async def _context(
     body: kopf.Body, memo: Runtime, indices: dict[str, Any]
 ) -> tuple[list[topics.Claim], topics.TopicAdmin | None]:
     """The claims on this resource's topic and the admin client of its cluster (None: no such Cluster)."""
     claim_index: kopf.Index[tuple[str, str, str], topics.Claim] = indices["topic_claims"]
-    port_index: kopf.Index[tuple[str, str], int] = indices["cluster_ports"]
+    spec_index: kopf.Index[tuple[str, str], ClusterSpec | None] = indices["cluster_ports"]
     ns = body.metadata.namespace or ""
     cluster = str(body.spec.get("cluster", ""))
     claims = list(claim_index.get((ns, cluster, topics.topic_name_of(body)), []))
-    ports = list(port_index.get((ns, cluster), []))
-    if not ports:
+    specs = [s for s in spec_index.get((ns, cluster), []) if s is not None]
+    if not specs:
         return claims, None
-    return claims, memo.admins.get(kafka_bootstrap(memo.settings, cluster, ns, int(ports[0])))
+    spec = specs[0]
+    if not spec.secured:
+        return claims, memo.admins.get(kafka_bootstrap(memo.settings, cluster, ns, spec.listener.port))
+    op_tls = tls.secret_data(await memo.kube.get("Secret", ns, tls.operator_tls(cluster)))
+    address, security = tls.admin_connection(
+        cluster, ns, spec, op_tls, memo.settings.bootstrap_template, memo.settings.verify_hostname
+    )
+    return claims, memo.admins.get(address, security)
 
 
 @kopf.on.create(GROUP, VERSION, "topics")
@@ -44,7 +52,7 @@ def _context(
 @kopf.on.resume(GROUP, VERSION, "topics")
 @kopf.timer(GROUP, VERSION, "topics", interval=RESYNC_SECONDS, initial_delay=RESYNC_SECONDS)
 async def topic_reconcile(body: kopf.Body, patch: kopf.Patch, memo: Runtime, **kwargs: Any) -> None:
-    claims, admin = _context(body, memo, kwargs)
+    claims, admin = await _context(body, memo, kwargs)
     async with memo.lock("topic", body.metadata.namespace or "", body.metadata.name or ""):
         new = await topics.reconcile_resource(body, claims=claims, admin=admin, now=now())
     patch.status.update(new)
@@ -52,7 +60,7 @@ async def topic_reconcile(body: kopf.Body, patch: kopf.Patch, memo: Runtime, **k
 
 @kopf.on.delete(GROUP, VERSION, "topics")
 async def topic_deleted(body: kopf.Body, memo: Runtime, logger: kopf.Logger, **kwargs: Any) -> None:
-    claims, admin = _context(body, memo, kwargs)
+    claims, admin = await _context(body, memo, kwargs)
     async with memo.lock("topic", body.metadata.namespace or "", body.metadata.name or ""):
         decision = await topics.delete_resource(body, claims=claims, admin=admin)
     logger.info(decision.message)

@@ -5,10 +5,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..spec import ClusterSpec
-from . import broker, etcd, names
+from . import broker, etcd, listeners, names, security
 from .broker import Manifest
 
 DEFAULT_RACK_CLUSTER_ROLE = "brook-broker-rack"
@@ -29,23 +30,34 @@ def cluster_manifests(
     *,
     default_image: str,
     replicas: int | None = None,
+    services: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[Manifest]:
     """Namespaced manifests of a Cluster, in creation order (dependencies first).
 
     `replicas` overrides spec.replicas for the StatefulSet (a refused scale-down keeps the current count).
+    `services`: the observed per-broker Services of external listeners, by name (their addresses go
+    into the advertised-listeners table). Certificate Secrets are built by `brook_operator.tls`.
     """
     image = spec.image or default_image
+    n = spec.replicas if replicas is None else replicas
     endpoints = etcd_endpoints(cluster, namespace, spec)
     cm = broker.config_map(cluster, namespace, spec, endpoints)
     out: list[Manifest] = []
     if spec.etcd is not None and spec.etcd.managed is not None:
         out += etcd.manifests(cluster, namespace, spec.etcd.managed)
+    out += [cm]
+    table: dict[str, str] | None = None
+    if security.needs_advertise(spec):
+        adv = listeners.advertised_table(cluster, namespace, spec, n, services or {})
+        table_cm = security.table_config_map(cluster, namespace, adv)
+        table = table_cm["data"]
+        out.append(table_cm)
     out += [
-        cm,
         broker.service_account(cluster, namespace),
         broker.headless_service(cluster, namespace, spec),
         broker.bootstrap_service(cluster, namespace, spec),
-        broker.statefulset(cluster, namespace, spec, image, cm["data"], replicas),
+        *listeners.external_services(cluster, namespace, spec, n),
+        broker.statefulset(cluster, namespace, spec, image, cm["data"], replicas, table),
         broker.pod_disruption_budget(cluster, namespace),
     ]
     return out

@@ -22,7 +22,7 @@ from typing import Any
 
 from .. import brokerconfig
 from ..spec import ClusterSpec
-from . import names
+from . import names, security
 
 Manifest = dict[str, Any]
 
@@ -45,6 +45,7 @@ def broker_env_config(
     if etcd_endpoints:
         env["BROOK_ETCD_ENDPOINTS"] = ",".join(etcd_endpoints)
     env.update(brokerconfig.broker_env(spec.config))
+    env.update(security.config(cluster, spec))
     return dict(sorted(env.items()))
 
 
@@ -98,7 +99,7 @@ def bootstrap_service(cluster: str, namespace: str, spec: ClusterSpec) -> Manife
         "spec": {
             "type": "ClusterIP",
             "selector": names.selector(cluster, names.BROKER),
-            "ports": [_ports(spec)[0]],
+            "ports": [_ports(spec)[0], *security.bootstrap_ports(spec)],
         },
     }
 
@@ -187,7 +188,9 @@ def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str
     ]
     if spec.rack_topology_key is not None:
         env.append({"name": "BROOK_RACK_FILE", "value": names.RACK_FILE})
+    if spec.rack_topology_key is not None or security.needs_advertise(spec):
         mounts.append({"name": "rack", "mountPath": names.RACK_DIR, "readOnly": True})
+    mounts += [m for m in security.broker_mounts(spec) if m["name"] != "rack"]
     container: dict[str, Any] = {
         "name": "broker",
         "image": image,
@@ -199,6 +202,7 @@ def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str
         "ports": [
             {"name": "kafka", "containerPort": spec.listener.port, "protocol": "TCP"},
             {"name": "metrics", "containerPort": spec.metrics.port, "protocol": "TCP"},
+            *security.container_ports(spec),
         ],
         # Start-up may replay logs after an unclean stop: up to 10 minutes before liveness applies.
         "startupProbe": _http_probe("/healthz", period=5, failures=120),
@@ -212,12 +216,14 @@ def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str
     return container
 
 
-def _volumes(spec: ClusterSpec) -> list[dict[str, Any]]:
+def _volumes(cluster: str, spec: ClusterSpec) -> list[dict[str, Any]]:
     vols: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
     if spec.storage.type == "ephemeral":
         vols.append({"name": "data", "emptyDir": {"sizeLimit": spec.storage.size}})
-    if spec.rack_topology_key is not None:
+    if spec.rack_topology_key is not None or security.needs_advertise(spec):
         vols.append({"name": "rack", "emptyDir": {}})
+    vols += security.volumes(cluster, spec)
+    if spec.rack_topology_key is not None or security.needs_node(spec):
         vols.append(
             {
                 "name": "kube-api-access",
@@ -249,7 +255,12 @@ def _volumes(spec: ClusterSpec) -> list[dict[str, Any]]:
 
 
 def pod_template(
-    cluster: str, namespace: str, spec: ClusterSpec, image: str, config_data: dict[str, str]
+    cluster: str,
+    namespace: str,
+    spec: ClusterSpec,
+    image: str,
+    config_data: dict[str, str],
+    listeners_data: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The broker pod template; its annotations carry the revision (hash of everything else)."""
     sel = names.selector(cluster, names.BROKER)
@@ -273,10 +284,16 @@ def pod_template(
             }
         },
         "containers": [broker_container(cluster, namespace, spec, image)],
-        "volumes": _volumes(spec),
+        "volumes": _volumes(cluster, spec),
     }
+    inits = []
     if spec.rack_topology_key is not None:
-        pod_spec["initContainers"] = [_rack_init_container(spec, image)]
+        inits.append(_rack_init_container(spec, image))
+    if security.needs_advertise(spec):
+        inits.append(security.advertise_init_container(cluster, spec, image, _container_security()))
+    if inits:
+        pod_spec["initContainers"] = inits
+    if spec.rack_topology_key is not None:
         pod_spec["topologySpreadConstraints"] = [
             {
                 "maxSkew": 1,
@@ -285,7 +302,9 @@ def pod_template(
                 "labelSelector": {"matchLabels": sel},
             }
         ]
-    annotations = {names.CONFIG_HASH_ANNOTATION: names.stable_hash(config_data)}
+    # A changed advertised address restarts the brokers (one at a time): it is read at start-up.
+    hashed = config_data if listeners_data is None else {**config_data, "#listeners": str(listeners_data)}
+    annotations = {names.CONFIG_HASH_ANNOTATION: names.stable_hash(hashed)}
     if spec.metrics.enabled:
         annotations.update(
             {
@@ -317,6 +336,7 @@ def statefulset(
     image: str,
     config_data: dict[str, str],
     replicas: int | None = None,
+    listeners_data: dict[str, str] | None = None,
 ) -> Manifest:
     """The brokers. updateStrategy OnDelete: the operator rolls pods itself, one at a time, safely."""
     sts_spec: dict[str, Any] = {
@@ -325,7 +345,7 @@ def statefulset(
         "podManagementPolicy": "Parallel",
         "updateStrategy": {"type": "OnDelete"},
         "selector": {"matchLabels": names.selector(cluster, names.BROKER)},
-        "template": pod_template(cluster, namespace, spec, image, config_data),
+        "template": pod_template(cluster, namespace, spec, image, config_data, listeners_data),
     }
     if spec.storage.type == "persistent":
         claim_spec: dict[str, Any] = {

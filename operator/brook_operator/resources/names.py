@@ -62,6 +62,19 @@ def rack_binding(cluster: str, namespace: str) -> str:
     return f"brook-rack-{namespace}-{cluster}"
 
 
+def broker_tls_secret(cluster: str) -> str:
+    return f"{cluster}-broker-tls"
+
+
+def broker_principal(cluster: str) -> str:
+    """The brokers' certificate's principal (Kafka's default builder: the subject's DN)."""
+    return f"User:CN={cluster}-broker"
+
+
+def operator_principal(cluster: str) -> str:
+    return f"User:CN={cluster}-operator"
+
+
 def labels(cluster: str, component: str) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "brook",

@@ -57,11 +57,14 @@ def default_commands(venv_bin: Path | None = None) -> dict[str, str]:
 def default_base_env(venv_bin: Path | None = None) -> dict[str, str]:
     """What every container starts from (a container does not inherit the host's environment)."""
     bin_dir = venv_bin or REPO / ".venv" / "bin"
-    return {
+    env = {
         "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
     }
+    # The code under test is this checkout's, also when the venv's editable install is another one's.
+    env["PYTHONPATH"] = f"{REPO / 'services'}:{REPO / 'operator'}"
+    return env
 
 
 @dataclass

@@ -106,12 +106,15 @@ def test_handlers_register_with_kopf() -> None:
     }
     assert ("cluster_deleted", "delete", "clusters") in changing
     assert ("topic_deleted", "delete", "topics") in changing
+    assert ("user_deleted", "delete", "users") in changing
+    assert {("user_changed", reason, "users") for reason in ("create", "update")} <= changing
     assert {("cluster_changed", reason, "clusters") for reason in ("create", "update")} <= changing
     timers = {(h.id, h.selector.any_name) for h in r._spawning.get_all_handlers() if h.selector}
     assert timers == {
         ("cluster_resync", "clusters"),
         ("cluster_autoscale", "clusters"),
         ("topic_reconcile", "topics"),
+        ("user_resync", "users"),
     }
     indices = {h.id for h in r._indexing.get_all_handlers()}
     assert indices == {"cluster_ports", "topic_claims"}

@@ -99,9 +99,39 @@ def test_config_values_are_normalized_to_kafka_strings() -> None:
         ({"replicas": 1, "config": {"auto.create.topics.enable": "maybe"}}, "must be true or false"),
         ({"replicas": 1, "config": {"retention.ms": {"a": 1}}}, "must be a string, number or boolean"),
         (
-            {"replicas": 1, "listeners": [{"name": "a", "port": 9092}, {"name": "b", "port": 9093}]},
-            "exactly one",
+            {"replicas": 1, "listeners": [{"name": "a", "port": 9092}, {"name": "b", "port": 9092}]},
+            "names and ports must be unique",
         ),
+        (
+            {"replicas": 1, "listeners": [{"name": "ext", "port": 9094, "type": "nodeport"}]},
+            "needs an internal listener",
+        ),
+        (
+            {"replicas": 1, "listeners": [{"name": "a", "port": 9092, "authentication": "tls"}]},
+            "needs tls: true",
+        ),
+        (
+            {"replicas": 1, "listeners": [{"name": "a", "port": 9092, "authentication": "kerberos"}]},
+            "must be one of none, scram-sha-512, plain, tls",
+        ),
+        (
+            {"replicas": 1, "listeners": [{"name": "replication", "port": 9095}]},
+            "the operator's replication listener",
+        ),
+        (
+            {"replicas": 1, "listeners": [{"name": "a", "port": 9092, "nodePort": 31000}]},
+            "nodePort applies to type nodeport only",
+        ),
+        ({"replicas": 1, "authorization": {"enabled": True}}, "needs a listener with authentication"),
+        (
+            {"replicas": 1, "authorization": {"superUsers": ["admin"]}},
+            "must be a principal like User:admin",
+        ),
+        (
+            {"replicas": 1, "certificates": {"validityDays": 30, "renewBeforeDays": 30}},
+            "renewBeforeDays must be less than validityDays",
+        ),
+        ({"replicas": 1, "certificates": {"issuer": "cert-manager"}}, "certManagerIssuer is required"),
         ({"replicas": 1, "listeners": [{"name": "plain", "port": 80}]}, "between 1024 and 65535"),
         ({"replicas": 1, "metrics": {"port": 9092}}, "must differ from the listener port"),
         ({"replicas": 1, "autoscaling": {"enabled": True}}, "needs maxReplicas and prometheusUrl"),
@@ -159,3 +189,46 @@ def test_invalid_topic_specs_are_reported(spec: dict[str, Any], fragment: str) -
 
 def test_cluster_spec_is_a_value() -> None:
     assert parse_cluster("a", {"replicas": 1}) == ClusterSpec(replicas=1)
+
+
+def test_listeners_authorization_and_certificates() -> None:
+    s = parse_cluster(
+        "demo",
+        {
+            "etcd": ETCD,
+            "listeners": [
+                {"name": "plain", "port": 9092},
+                {"name": "tls", "port": 9093, "tls": True, "authentication": "tls"},
+                {
+                    "name": "external",
+                    "port": 9094,
+                    "type": "nodeport",
+                    "tls": True,
+                    "authentication": "scram-sha-512",
+                    "nodePort": 31090,
+                    "advertisedHosts": [{"broker": 0, "host": "kafka-0.example.com"}],
+                },
+            ],
+            "authorization": {"enabled": True, "superUsers": ["User:admin"]},
+            "certificates": {"validityDays": 90, "renewBeforeDays": 10},
+        },
+    )
+    assert [li.security_protocol for li in s.listeners] == ["PLAINTEXT", "SSL", "SASL_SSL"]
+    assert s.listener.name == "plain" and s.secured
+    ext = s.listeners[2]
+    assert ext.external and ext.node_port == 31090 and ext.advertised_hosts == {0: "kafka-0.example.com"}
+    assert s.authorization.super_users == ("User:admin",)
+    assert (s.certificates.validity_days, s.certificates.renew_before_days) == (90, 10)
+    assert not parse_cluster("demo", {"etcd": ETCD}).secured
+
+
+def test_secure_spec_defaults_equal_the_crd_defaults() -> None:
+    spec = {
+        "etcd": ETCD,
+        "listeners": [{"name": "plain", "port": 9092}, {"name": "ext", "port": 9094, "type": "loadbalancer",
+                                                        "tls": True, "authentication": "scram-sha-512"}],
+        "authorization": {"enabled": True},
+        "certificates": {"issuer": "cert-manager", "certManagerIssuer": "ca"},
+    }
+    defaulted = apply_defaults(schema("clusters")["properties"]["spec"], spec)
+    assert parse_cluster("demo", defaulted) == parse_cluster("demo", spec)

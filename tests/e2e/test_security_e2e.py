@@ -1,0 +1,163 @@
+"""A secured Cluster and a User end to end, with real processes (see test_operator_e2e.py for the
+setting): the API emulator, the pod runner, `brook-operator run` and a `brook broker`, plus
+confluent-kafka as the application.
+
+kubectl apply a one-broker Cluster with a SASL_SSL (SCRAM-SHA-512) listener → the operator makes the
+CAs and the brokers' certificate, adds its mutual-TLS replication listener and administers the
+cluster through it with its own certificate → the Cluster turns Ready → kubectl apply a User → its
+Secret holds a generated password, a sasl.jaas.config line, the bootstrap address and the CA → the
+application connects with exactly that and produces and consumes → kubectl delete the User → the
+same application is refused.
+
+The runner cannot give the broker's certificate the test's addresses (127.0.0.1), so the clients check
+the CA but not the host name; everything else is as in a cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.kubeapi.harness import KubeApi
+from tests.e2e.operator_harness import install_crds, operator_process, start_runner, tail
+
+NS = "secure"
+CLUSTER = "sec"
+
+
+@dataclass
+class Env:
+    kube: KubeApi
+    workdir: Path
+    operator_log: Path
+    plain: int
+    scram: int
+    replication: int
+
+    def kubectl(self, *args: str, input: str | None = None, timeout: float = 60) -> str:
+        return self.kube.kubectl(*args, "-n", NS, input=input, timeout=timeout).stdout
+
+    def get(self, *what: str) -> Any:
+        return json.loads(self.kubectl("get", *what, "-o", "json"))
+
+    def secret(self, name: str) -> dict[str, bytes]:
+        return {k: base64.b64decode(v) for k, v in self.get("secret", name)["data"].items()}
+
+    def logs(self) -> str:
+        out = ["--- operator.log", tail(self.operator_log, 60)]
+        for log in sorted(self.workdir.glob("pods/*/*/logs/*.log"), key=lambda p: p.stat().st_mtime)[-4:]:
+            out += [f"--- {log.name}", tail(log, 20)]
+        return "\n".join(out)
+
+
+@pytest.fixture(scope="module")
+def env(kubeapi: KubeApi, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    workdir = tmp_path_factory.mktemp("security-e2e")
+    install_crds(kubeapi, NS)
+    runner = start_runner(kubeapi, workdir, NS, max_grace_seconds=10)
+    try:
+        ports = [runner.reserve_port() for _ in range(3)]
+        log = workdir / "operator.log"
+        with operator_process(kubeapi, NS, log, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"):
+            yield Env(kubeapi, workdir, log, *ports)
+    finally:
+        runner.stop(grace=5)
+
+
+def _client(e: Env, secret: dict[str, bytes], tmp: Path) -> dict[str, Any]:
+    """The application's settings, taken from the User's Secret as a user would."""
+    ca = tmp / f"ca-{uuid.uuid4().hex[:6]}.crt"
+    ca.write_bytes(secret["ca.crt"])
+    return {
+        # The Secret names the in-cluster bootstrap Service; here its proxy is on 127.0.0.1.
+        "bootstrap.servers": f"127.0.0.1:{e.scram}",
+        "security.protocol": secret["security.protocol"].decode(),
+        "sasl.mechanisms": secret["sasl.mechanism"].decode(),
+        "sasl.username": secret["username"].decode(),
+        "sasl.password": secret["password"].decode(),
+        "ssl.ca.location": str(ca),
+        "ssl.endpoint.identification.algorithm": "none",
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(env: Env, tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    cluster = {
+        "apiVersion": "brook.dev/v1alpha1",
+        "kind": "Cluster",
+        "metadata": {"name": CLUSTER, "namespace": NS},
+        "spec": {
+            "replicas": 1,
+            "storage": {"type": "ephemeral", "size": "1Gi"},
+            "replicationPort": env.replication,
+            "listeners": [
+                {"name": "plain", "port": env.plain},
+                {"name": "scram", "port": env.scram, "tls": True, "authentication": "scram-sha-512"},
+            ],
+        },
+    }
+    env.kubectl("apply", "-f", "-", input=json.dumps(cluster))
+    try:
+        env.kubectl("wait", "--for=condition=Ready", f"cluster/{CLUSTER}", "--timeout=150s", timeout=160)
+    except Exception:
+        print(env.logs())
+        raise
+    for name in ("sec-cluster-ca", "sec-clients-ca", "sec-broker-tls", "sec-operator-tls"):
+        assert env.secret(name)["ca.crt" if name.endswith("-ca") else "tls.crt"].startswith(b"-----BEGIN")
+
+    user = {
+        "apiVersion": "brook.dev/v1alpha1",
+        "kind": "User",
+        "metadata": {"name": "app", "namespace": NS},
+        "spec": {"cluster": CLUSTER, "authentication": {"type": "scram-sha-512"}},
+    }
+    env.kubectl("apply", "-f", "-", input=json.dumps(user))
+    try:
+        env.kubectl("wait", "--for=condition=Ready", "user/app", "--timeout=90s", timeout=100)
+    except Exception:
+        print(env.logs())
+        raise
+    secret = env.secret("app")
+    assert secret["bootstrap.servers"] == f"{CLUSTER}-bootstrap.{NS}.svc:{env.scram}".encode()
+    assert b'username="app"' in secret["sasl.jaas.config"]
+    conf = _client(env, secret, tmp_path)
+
+    value = uuid.uuid4().hex.encode()
+    p = Producer({**conf, "acks": "all"})
+    p.produce("orders", value)
+    assert p.flush(60) == 0, env.logs()
+    c = Consumer({**conf, "group.id": "app", "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe(["orders"])
+        got = None
+        for _ in range(120):
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                got = m.value()
+                break
+        assert got == value
+    finally:
+        c.close()
+
+    try:
+        env.kubectl("delete", "user", "app", "--timeout=60s", timeout=70)
+    except Exception:
+        print(env.logs())
+        raise
+    errors: list[KafkaError] = []
+    refused = Producer({**conf, "error_cb": errors.append})
+    for _ in range(100):
+        refused.poll(0.2)
+        if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
+            break
+    assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), (errors, env.logs())
