@@ -8,9 +8,9 @@ The broker pods' contract (extends the one in broker.py):
 - BROOK_ADVERTISED_LISTENERS_FILE: a file holding this broker's advertised.listeners, written by the
   `advertise` init container from the table in the `<cluster>-listeners` ConfigMap (its entry for
   this broker, `{node}` replaced by the node's address).
-- BROOK_SSL_CERTFILE / BROOK_SSL_KEYFILE / BROOK_SSL_CAFILE: PEM files of the mounted
-  `<cluster>-broker-tls` Secret (reloaded by the broker when they change: renewals need no restart);
-  BROOK_SSL_CLIENT_AUTH_LISTENERS: listeners that require a client certificate.
+- BROOK_SSL_KEYSTORE_LOCATION / BROOK_SSL_KEY_LOCATION / BROOK_SSL_TRUSTSTORE_LOCATION: PEM files of
+  the mounted `<cluster>-broker-tls` Secret (reloaded by the broker when they change: renewals need
+  no restart); BROOK_SSL_CLIENT_AUTH_LISTENERS: listeners that require a client certificate.
 - BROOK_SASL_ENABLED_MECHANISMS, BROOK_AUTHORIZER_CLASS_NAME, BROOK_SUPER_USERS.
 """
 
@@ -54,9 +54,9 @@ def config(cluster: str, spec: ClusterSpec) -> dict[str, str]:
     }
     if spec.secured:
         env.update(
-            BROOK_SSL_CERTFILE=f"{TLS_DIR}/tls.crt",
-            BROOK_SSL_KEYFILE=f"{TLS_DIR}/tls.key",
-            BROOK_SSL_CAFILE=f"{TLS_DIR}/ca.crt",
+            BROOK_SSL_KEYSTORE_LOCATION=f"{TLS_DIR}/tls.crt",
+            BROOK_SSL_KEY_LOCATION=f"{TLS_DIR}/tls.key",
+            BROOK_SSL_TRUSTSTORE_LOCATION=f"{TLS_DIR}/ca.crt",
         )
         auth = listeners.client_auth_listeners(spec)
         if auth:

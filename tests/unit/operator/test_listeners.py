@@ -7,9 +7,18 @@ import datetime as dt
 import json
 from typing import Any
 
+import pytest
+
 from brook_operator import certs, resources, tls
 from brook_operator.resources import listeners, security
 from brook_operator.spec import parse_cluster
+
+
+@pytest.fixture(autouse=True)
+def _authorization(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests cover the operator's side of ACLs, ready for brokers that enforce them."""
+    monkeypatch.setattr("brook_operator.spec.AUTHORIZATION_SUPPORTED", True)
+
 
 ETCD = {"endpoints": ["http://etcd:2379"]}
 NOW = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
