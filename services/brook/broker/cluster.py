@@ -145,7 +145,8 @@ class ClusterNode:
         while loop.time() < deadline and self._leaderships_to_move():
             async with self._changed:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), 0.5)
+                    async with asyncio.timeout(0.5):
+                        await self._changed.wait()
         if self._controller is not None:
             await self._controller.stop()
         for t in self._tasks:
@@ -212,8 +213,8 @@ class ClusterNode:
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         """Until the view (fed by the watch) satisfies `predicate`."""
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(predicate), timeout)
+        async with self._changed, asyncio.timeout(timeout):
+            await self._changed.wait_for(predicate)
 
     async def wait_revision(self, revision: int, timeout: float = 10.0) -> None:
         """Until the view has seen a write made at `revision` (its first event at least)."""

@@ -64,7 +64,8 @@ class Controller:
             except Exception:
                 log.exception("controller reconcile failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._poked.wait(), _RECONCILE_S)
+                async with asyncio.timeout(_RECONCILE_S):  # (3.11's wait_for can swallow a cancel)
+                    await self._poked.wait()
 
     def _unclean(self, topic: str) -> bool:
         rec = self.node.topics.get(topic)

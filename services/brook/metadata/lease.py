@@ -62,9 +62,9 @@ class KeptLease:
                 self._mark_lost(f"not refreshed within its {self.ttl}s TTL")
                 return
             try:
-                remaining = await asyncio.wait_for(
-                    self._client.refresh_lease(self.id), timeout=self._alive_until - sent
-                )
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a stop's cancel.
+                async with asyncio.timeout(self._alive_until - sent):
+                    remaining = await self._client.refresh_lease(self.id)
             except (MetadataError, TimeoutError) as e:
                 if self._client.closed:
                     self._mark_lost("the etcd client is closed")
