@@ -167,33 +167,18 @@ async def reconcile_user(
         )
     manifest: dict[str, Any]
     data: dict[str, bytes] = {}
-    if cspec.certificates.issuer == "cert-manager":
-        # cert-manager makes the client certificate (same issuer as the brokers'); a SCRAM user's
-        # Secret carries the issuer's CA from the brokers' Secret.
-        broker = tls.secret_data(await kube.get("Secret", namespace, tls.broker_tls(user.cluster))) or {}
-        if user.authentication == "tls":
-            manifest = tls.certificate(name, namespace, user.cluster, cspec, user.username, server=False)
-        else:
-            got = user_secret_data(
-                user,
-                user.cluster,
-                namespace,
-                li,
-                await _secret(kube, namespace, name),
-                None,
-                broker.get("ca.crt", b""),
-                dt.datetime.fromisoformat(now),
-                cspec.certificates.renew_before_days,
-            )
-            assert got is not None  # a SCRAM user needs no CA of the operator's
-            data = got
-            manifest = tls.secret(name, namespace, user.cluster, data)
+    if cspec.certificates.issuer == "cert-manager" and user.authentication == "tls":
+        # cert-manager makes the client certificate, from the issuer of the brokers' certificate.
+        manifest = tls.certificate(name, namespace, user.cluster, cspec, user.username, server=False)
     else:
-        ca_data = tls.secret_data(await kube.get("Secret", namespace, tls.clients_ca(user.cluster)))
-        cca = tls.secret_data(await kube.get("Secret", namespace, tls.cluster_ca(user.cluster))) or {}
-        clients_ca = (
-            certs.KeyPair(ca_data["ca.crt"], ca_data["ca.key"]) if ca_data and "ca.key" in ca_data else None
-        )
+        clients_ca: certs.KeyPair | None = None
+        if cspec.certificates.issuer == "cert-manager":  # the issuer's CA, from the brokers' Secret
+            trusted = tls.secret_data(await kube.get("Secret", namespace, tls.broker_tls(user.cluster))) or {}
+        else:
+            ca_data = tls.secret_data(await kube.get("Secret", namespace, tls.clients_ca(user.cluster)))
+            trusted = tls.secret_data(await kube.get("Secret", namespace, tls.cluster_ca(user.cluster))) or {}
+            if ca_data and "ca.key" in ca_data:
+                clients_ca = certs.KeyPair(ca_data["ca.crt"], ca_data["ca.key"])
         maybe = user_secret_data(
             user,
             user.cluster,
@@ -201,7 +186,7 @@ async def reconcile_user(
             li,
             await _secret(kube, namespace, name),
             clients_ca,
-            cca.get("ca.crt", b""),
+            trusted.get("ca.crt", b""),
             dt.datetime.fromisoformat(now),
             cspec.certificates.renew_before_days,
         )
