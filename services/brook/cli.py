@@ -7,12 +7,14 @@ dashes as underscores), e.g. BROOK_NODE_ID, BROOK_ETCD_ENDPOINTS; flags win over
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import re
 import socket
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from brook.broker.broker_configs import RACK_AWARE_SELECTOR
 from brook.broker.settings import BrokerSettings
@@ -24,6 +26,41 @@ from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import CLIENT_AUTH, TlsSettings
 from brook.server.runner import run
+
+
+def _fail(message: str) -> NoReturn:
+    """A start-up error: one line naming the flag or variable and what to do; exit status 2."""
+    print(f"brook: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (no usage block): the flag and what is wrong."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see `{self.prog} --help`)")
+
+
+def _check_data_dir(path: Path) -> None:
+    """--data-dir must be a directory this process can write (made when missing)."""
+    if path.exists() and not path.is_dir():
+        _fail(f"--data-dir {path} is a file: give a directory (BROOK_DATA_DIR)")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        _fail(f"--data-dir {path}: cannot create it ({e.strerror})")
+    if not os.access(path, os.W_OK | os.X_OK):
+        _fail(f"--data-dir {path} is not writable by this user: fix its permissions or choose another")
+
+
+def _port(value: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{value}' is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is out of range 0-65535")
+    return port
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -39,9 +76,17 @@ def _env_defaults(parser: argparse.ArgumentParser) -> None:
         if isinstance(action, argparse._StoreTrueAction):
             action.default = raw.lower() in ("1", "true", "yes")
         elif callable(action.type):
-            action.default = action.type(raw)
+            try:
+                action.default = action.type(raw)
+            except (ValueError, argparse.ArgumentTypeError) as e:
+                _fail(f"BROOK_{action.dest.upper()}={raw!r} is not valid for {action.option_strings[0]}: {e}")
         else:
             action.default = raw
+        if action.choices is not None and action.default not in action.choices:
+            _fail(
+                f"BROOK_{action.dest.upper()}={raw!r}: {action.option_strings[0]} takes one of "
+                + ", ".join(map(str, action.choices))
+            )
 
 
 def _node_id(a: argparse.Namespace) -> int:
@@ -53,7 +98,7 @@ def _node_id(a: argparse.Namespace) -> int:
     if a.node_id_from_hostname or os.environ.get("BROOK_POD_NAME") or "BROOK_NODE_ID" in os.environ:
         m = re.search(r"-(\d+)$", name)
         if m is None:
-            sys.exit(f"cannot take the broker id from '{name}': it does not end in -<ordinal>")
+            _fail(f"cannot take the broker id from '{name}': it does not end in -<ordinal>")
         return int(m.group(1))
     return 0
 
@@ -74,7 +119,7 @@ def _replica_selector(a: argparse.Namespace) -> str | None:
     """--replica-selector-class: empty (leaders serve every fetch) or Kafka's RackAwareReplicaSelector."""
     name = (a.replica_selector_class or "").strip()
     if name and name != RACK_AWARE_SELECTOR:
-        sys.exit(f"--replica-selector-class: only {RACK_AWARE_SELECTOR} is available, not '{name}'")
+        _fail(f"--replica-selector-class: only {RACK_AWARE_SELECTOR} is available, not '{name}'")
     return name or None
 
 
@@ -85,18 +130,18 @@ def _listeners(a: argparse.Namespace) -> list[Listener]:
     advertised = a.advertised_listeners or ""
     if a.advertised_listeners_file:
         if advertised:
-            sys.exit("--advertised-listeners and --advertised-listeners-file are exclusive")
+            _fail("--advertised-listeners and --advertised-listeners-file are exclusive")
         try:
             advertised = Path(a.advertised_listeners_file).read_text().strip()
         except OSError as e:
-            sys.exit(f"--advertised-listeners-file: {e}")
+            _fail(f"--advertised-listeners-file: {e}")
     try:
         listeners = parse_listeners(a.listeners, advertised, a.listener_security_protocol_map)
     except ListenerError as e:
-        sys.exit(str(e))
+        _fail(str(e))
     names = {li.name for li in listeners}
     if a.inter_broker_listener_name and a.inter_broker_listener_name.upper() not in names:
-        sys.exit(f"--inter-broker-listener-name {a.inter_broker_listener_name} is not in --listeners")
+        _fail(f"--inter-broker-listener-name {a.inter_broker_listener_name} is not in --listeners")
     return listeners
 
 
@@ -121,20 +166,20 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
     )
     unknown = set(s.tls.client_auth_required_listeners) - {li.name for li in s.listeners}
     if unknown:
-        sys.exit(f"--ssl-client-auth-listeners: {', '.join(sorted(unknown))} not in --listeners")
+        _fail(f"--ssl-client-auth-listeners: {', '.join(sorted(unknown))} not in --listeners")
     if any(li.tls for li in s.listeners) and not a.ssl_keystore_location:
-        sys.exit("an SSL or SASL_SSL listener needs --ssl-keystore-location")
+        _fail("an SSL or SASL_SSL listener needs --ssl-keystore-location")
     if a.inter_broker_sasl_username:
         password = os.environ.get("BROOK_INTER_BROKER_SASL_PASSWORD")
         if a.inter_broker_sasl_password_file:
             password = Path(a.inter_broker_sasl_password_file).read_text().strip()
         if not password:
-            sys.exit("--inter-broker-sasl-username needs BROOK_INTER_BROKER_SASL_PASSWORD or a password file")
+            _fail("--inter-broker-sasl-username needs BROOK_INTER_BROKER_SASL_PASSWORD or a password file")
         s.inter_broker_credentials = ClientCredentials(
             a.sasl_mechanism_inter_broker_protocol.upper(), a.inter_broker_sasl_username, password
         )
     elif s.listeners and s.inter_broker_listener().sasl and s.etcd_endpoints:
-        sys.exit("the inter-broker listener uses SASL: give --inter-broker-sasl-username")
+        _fail("the inter-broker listener uses SASL: give --inter-broker-sasl-username")
     return s
 
 
@@ -193,9 +238,9 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
     for item in a.topic_default or []:
         key, sep, value = item.partition("=")
         if not sep:
-            sys.exit(f"--topic-default expects name=value, got '{item}'")
+            _fail(f"--topic-default expects name=value, got '{item}'")
         if (err := validate_topic_config(key, value)) is not None:
-            sys.exit(f"--topic-default {item}: {err}")
+            _fail(f"--topic-default {item}: {err}")
         topic_defaults[key] = value
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)
@@ -248,9 +293,9 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
         help="take the broker id from the hostname's -<ordinal> suffix (StatefulSet pods)",
     )
     b.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    b.add_argument("--port", type=int, default=9092)
+    b.add_argument("--port", type=_port, default=9092)
     b.add_argument("--advertised-host", default=None, help="host clients are told to use (default: --host)")
-    b.add_argument("--advertised-port", type=int, default=None)
+    b.add_argument("--advertised-port", type=_port, default=None)
     b.add_argument("--rack", default=None, help="broker.rack")
     b.add_argument("--rack-file", default=None, help="a file holding the rack (empty or missing: none)")
     b.add_argument(
@@ -324,16 +369,16 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="brook", description="Brook: a Kafka-compatible broker")
+    p = _Parser(prog="brook", description="Brook: a Kafka-compatible broker")
     p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     b = sub.add_parser("broker", help="run one broker")
     _add_broker_flags(b)
     _add_security_flags(b)
     _env_defaults(b)
 
     d = sub.add_parser("dev", help="local development cluster")
-    dsub = d.add_subparsers(dest="dev_command", required=True)
+    dsub = d.add_subparsers(dest="dev_command", required=True, parser_class=_Parser)
     up = dsub.add_parser("up", help="start a local Brook and print its bootstrap address")
     up.add_argument("--data-dir", type=Path, default=None, help="default: a new temporary directory")
     up.add_argument("--port", type=int, default=9092, help="the first broker's port (others follow)")
@@ -354,12 +399,22 @@ def main(argv: list[str] | None = None) -> None:
         console_main(argv)
         return
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    level = args.log_level.upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        _fail(f"--log-level {args.log_level}: use DEBUG, INFO, WARNING or ERROR (or BROOK_LOG_LEVEL)")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if args.command == "broker":
         settings = _broker_settings(args)
-        run(settings, lambda s: print(f"bootstrap: {settings.advertised[0]}:{s.port}", flush=True))
+        _check_data_dir(settings.data_dir)
+        try:
+            run(settings, lambda s: print(f"bootstrap: {settings.advertised[0]}:{s.port}", flush=True))
+        except OSError as e:  # start-up: a port taken, an address that is not this machine's, ...
+            if e.errno == errno.EADDRINUSE:
+                _fail(
+                    f"a port is already in use ({e.strerror}): "
+                    "choose another --port/--listeners/--metrics-port"
+                )
+            _fail(f"cannot start: {e.strerror or e}")
     elif args.command == "dev":
         dev_up(args.data_dir, args.port, args.brokers, args.event_loop)
 

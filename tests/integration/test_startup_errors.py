@@ -1,0 +1,59 @@
+"""Start-up errors of `brook broker` are one line naming the flag or variable, with exit status 2,
+never a traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def broker(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "brook.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "fragment"),
+    [
+        (["broker", "--port", "70000"], {}, "--port: 70000 is out of range"),
+        (["broker"], {"BROOK_PORT": "abc"}, "BROOK_PORT='abc' is not valid for --port"),
+        (["--log-level", "LOUD", "broker"], {}, "--log-level LOUD"),
+        (["broker"], {"BROOK_EVENT_LOOP": "fast"}, "--event-loop takes one of asyncio, uvloop"),
+        (["broker", "--topic-default", "retention.ms=abc"], {}, "retention.ms must be an integer"),
+        (["broker", "--topic-default", "nope=1"], {}, "unknown topic config 'nope'"),
+        (["broker", "--listeners", "FOO://127.0.0.1:0"], {}, "FOO"),
+    ],
+)
+def test_bad_flags_and_variables(tmp_path: Path, args: list[str], env: dict[str, str], fragment: str) -> None:
+    r = broker(*args, "--data-dir", str(tmp_path / "d"), env=env)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert fragment in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2, r.stderr  # argparse's own errors add a usage line
+
+
+def test_a_data_dir_that_is_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("")
+    r = broker("broker", "--port", "0", "--data-dir", str(f))
+    assert r.returncode == 2 and "is a file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = broker("broker", "--port", str(port), "--metrics-port", "-1", "--data-dir", str(tmp_path / "d"))
+    assert r.returncode == 2 and "already in use" in r.stderr and "Traceback" not in r.stderr, r.stderr
