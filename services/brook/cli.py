@@ -277,6 +277,9 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         replica_lag_time_max_ms=a.replica_lag_time_max_ms,
         replication_throttled_rate=a.replication_throttled_rate,
         controlled_shutdown_timeout_s=a.controlled_shutdown_timeout,
+        auto_leader_rebalance_enable=a.auto_leader_rebalance_enable == "true",
+        leader_imbalance_check_interval_s=a.leader_imbalance_check_interval_seconds,
+        leader_imbalance_per_broker_percentage=a.leader_imbalance_per_broker_percentage,
         flush_check_interval_ms=a.flush_check_interval_ms,
         metrics_host=a.metrics_host,
         metrics_port=a.metrics_port,
@@ -328,6 +331,19 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="bytes/s for replicas being added by a reassignment; 0: unlimited",
+    )
+    b.add_argument("--auto-leader-rebalance-enable", choices=("true", "false"), default="true")
+    b.add_argument(
+        "--leader-imbalance-check-interval-seconds",
+        type=float,
+        default=300.0,
+        help="how often the controller checks",
+    )
+    b.add_argument(
+        "--leader-imbalance-per-broker-percentage",
+        type=int,
+        default=10,
+        help="a broker leading fewer of its preferred partitions than this % short gets them back",
     )
     b.add_argument("--controlled-shutdown-timeout", type=float, default=15.0)
     b.add_argument(

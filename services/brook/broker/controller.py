@@ -37,6 +37,7 @@ class Controller:
         self.epoch = epoch
         self._task: asyncio.Task[None] | None = None
         self._poked = asyncio.Event()
+        self._balanced_at = 0.0  # loop time of the last preferred-leader balance check
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-{self.epoch}")
@@ -105,6 +106,40 @@ class Controller:
                 )
         for key in list(node.reassignments):
             await self._step_reassignment(*key)
+        s = node.settings
+        now = asyncio.get_running_loop().time()
+        if s.auto_leader_rebalance_enable and now - self._balanced_at >= s.leader_imbalance_check_interval_s:
+            if self._balanced_at:  # not right after election: brokers are still coming back
+                await self._balance_leaders(live)
+            self._balanced_at = now
+
+    async def _balance_leaders(self, live: set[int]) -> None:
+        """auto.leader.rebalance.enable: a broker that leads too few of the partitions it is the
+        preferred (first) replica of (more than leader.imbalance.per.broker.percentage short) gets them
+        back, where it is alive and in sync, as Kafka's controller does."""
+        node = self.node
+        preferred: dict[int, list[tuple[str, int, PartitionState]]] = {}
+        for topic, rec in node.topics.items():
+            for i, replicas in enumerate(rec.assignment):
+                st = node.states.get((topic, i))
+                if st is not None and replicas and (topic, i) not in node.reassignments:
+                    preferred.setdefault(replicas[0], []).append((topic, i, st))
+        moves: list[tuple[str, int, PartitionState, int]] = []
+        for broker, parts in preferred.items():
+            off = [(t, i, st) for t, i, st in parts if st.leader != broker]
+            if broker not in live or 100 * len(
+                off
+            ) <= node.settings.leader_imbalance_per_broker_percentage * len(parts):
+                continue
+            moves += [(t, i, st.evolve(leader=broker), st.version) for t, i, st in off if broker in st.isr]
+        for start in range(0, len(moves), _BATCH):
+            chunk = moves[start : start + _BATCH]
+            try:
+                await node.store.set_partition_states(chunk, controller_epoch=self.epoch)
+            except ConflictError as e:
+                log.debug("controller: leader balance raced a change (%s); next check", e)
+                continue
+            log.info("controller: %d partitions back to their preferred leaders", len(chunk))
 
     def _decide(
         self, topic: str, replicas: list[int], st: PartitionState, live: set[int]

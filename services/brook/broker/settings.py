@@ -45,6 +45,10 @@ class BrokerSettings:
     replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
     replication_throttled_rate: int = 0  # leader.replication.throttled.rate, bytes/s; 0: unlimited
     controlled_shutdown_timeout_s: float = 15.0
+    # Preferred-leader balancing (Kafka's names): leadership returns to each partition's first replica.
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_s: float = 300.0
+    leader_imbalance_per_broker_percentage: int = 10
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 0  # /metrics, /healthz, /readyz; 0: a free port; -1: off
     # listeners / advertised.listeners / listener.security.protocol.map, parsed; empty: one PLAINTEXT
