@@ -21,6 +21,7 @@ from brook.broker.settings import BrokerSettings
 from brook.config import validate_topic_config
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
+from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
 from brook.security.listeners import Listener, ListenerError, parse_listeners
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
@@ -180,6 +181,14 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
         )
     elif s.listeners and s.inter_broker_listener().sasl and s.etcd_endpoints:
         _fail("the inter-broker listener uses SASL: give --inter-broker-sasl-username")
+    authorizer = (a.authorizer_class_name or "").strip()
+    if authorizer and authorizer not in AUTHORIZERS:
+        _fail(f"--authorizer-class-name {authorizer}: use {' or '.join(AUTHORIZERS)}, or leave it empty")
+    try:
+        supers = parse_super_users(a.super_users or "")
+    except ValueError as e:
+        _fail(f"--super-users: {e}")
+    s.authorizer = AuthorizerSettings(authorizer, supers, a.allow_everyone_if_no_acl_found == "true")
     return s
 
 
@@ -231,6 +240,13 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
         default=None,
         help="file holding that user's password (else BROOK_INTER_BROKER_SASL_PASSWORD)",
     )
+    b.add_argument(
+        "--authorizer-class-name",
+        default="",
+        help=f"authorizer.class.name: {' or '.join(AUTHORIZERS)} enforces ACLs; empty: none",
+    )
+    b.add_argument("--super-users", default="", help="super.users: principals, e.g. 'User:admin;User:broker'")
+    b.add_argument("--allow-everyone-if-no-acl-found", choices=("true", "false"), default="false")
 
 
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:

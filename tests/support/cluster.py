@@ -12,6 +12,7 @@ from kafka.protocol.metadata import MetadataRequest
 from brook.dev.etcd import EtcdProcess
 
 from .broker import BrokerProcess
+from .ports import free_port
 from .raw import RawClient
 
 # Short timings so failover tests take seconds: a 2 s lease (etcd's minimum with a 500 ms election
@@ -39,14 +40,17 @@ class Cluster:
         brokers: int = 3,
         extra_args: list[str] | None = None,
         node_args: Callable[[int], list[str]] | None = None,
+        port_args: Callable[[int, int], list[str]] | None = None,
     ) -> None:
-        """`extra_args` go to every broker, `node_args(node_id)` to that one (e.g. its --rack)."""
+        """`extra_args` go to every broker, `node_args(node_id)` to that one (e.g. its --rack), and
+        `port_args(node_id, port)` too, given the broker's port (e.g. its --listeners)."""
         self.root = root
         self.etcd = EtcdProcess(root / "etcd", unsafe_no_fsync=True, heartbeat_ms=100, election_ms=500)
         self.brokers: list[BrokerProcess] = []
         self._n = brokers
         self._extra = extra_args or []
         self._node_args = node_args or (lambda _: [])
+        self._port_args = port_args
 
     @property
     def bootstrap(self) -> str:
@@ -67,8 +71,10 @@ class Cluster:
         return self
 
     def add_broker(self, node_id: int) -> BrokerProcess:
+        port = free_port()
         b = BrokerProcess(
             self.root / f"broker-{node_id}",
+            port=port,
             args=[
                 "--node-id",
                 str(node_id),
@@ -77,6 +83,7 @@ class Cluster:
                 *CLUSTER_ARGS,
                 *self._extra,
                 *self._node_args(node_id),
+                *(self._port_args(node_id, port) if self._port_args else []),
             ],
         )
         self.brokers.append(b.start())

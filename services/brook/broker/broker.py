@@ -6,13 +6,16 @@ cluster, to etcd through `ClusterNode`; handlers see one async surface either wa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from brook.config import topic_defaults_of
 from brook.groups import GroupCoordinator
-from brook.metadata import ScramCredential
+from brook.metadata import AclKey, ScramCredential
 from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.security.acls import table_from_stored
+from brook.security.authorizer import Authorizer
 
 from .cluster import ClusterNode
 from .log_dir_failure import LogDirFailureHandler
@@ -33,6 +36,7 @@ class Broker:
         self.replicas = ReplicaManager(settings, self.store)
         self.groups = GroupCoordinator(OffsetsTopic(self), settings.groups)
         self.log_dir_failure = LogDirFailureHandler(self)
+        self.authorizer = Authorizer(settings.authorizer)
 
     @property
     def node_id(self) -> int:
@@ -181,6 +185,28 @@ class Broker:
             assert self.store is not None
             self.store.put_scram(user, dict(credentials))
 
+    def acls_changed(self) -> None:
+        """The stored ACLs changed (or were loaded): the authorizer decides by the new ones."""
+        if self.cluster is not None:
+            self.authorizer.set_acls(table_from_stored(self.cluster.acls))
+        elif self.store is not None:
+            self.authorizer.set_acls(table_from_stored(self.store.acls()))
+
+    async def update_acls(
+        self, keys: list[AclKey], change: Callable[[dict[AclKey, list[dict[str, Any]]]], None]
+    ) -> None:
+        """Edit the stored ACL entries of `keys` (resource patterns) in place with `change`."""
+        if self.cluster is not None:
+            await self.cluster.update_acls(keys, change)
+            return
+        assert self.store is not None
+        stored = self.store.acls()
+        part = {k: stored.get(k, []) for k in keys}
+        change(part)
+        with self.replicas.log_dir.guard("writing ACLs to", "meta.json"):
+            self.store.put_acls({**stored, **part})
+        self.acls_changed()
+
     async def allocate_producer_id(self) -> int:
         if self.cluster is not None:
             return await self.cluster.allocate_producer_id()
@@ -206,6 +232,7 @@ class Broker:
             await self.cluster.start()
         else:
             self.apply_broker_configs()
+            self.acls_changed()
             self.replicas.open()
         self.replicas.start_timers()
         self.groups.start()

@@ -13,11 +13,13 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.metadata import (
     NO_LEADER,
+    AclKey,
+    AclsChanged,
     BrokerInfo,
     BrokerJoined,
     BrokerLeft,
@@ -110,6 +112,7 @@ class ClusterNode:
         self.reassignments: dict[tuple[str, int], Reassignment] = {}
         self.entity_configs: dict[tuple[str, str], dict[str, str]] = {}
         self.scram: dict[str, dict[str, ScramCredential]] = {}
+        self.acls: dict[AclKey, list[dict[str, Any]]] = {}
         self.controller: ControllerInfo | None = None
         self.revision = 0
         self._changed = asyncio.Condition()
@@ -312,6 +315,22 @@ class ClusterNode:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
         await self.wait_revision(revision)
 
+    async def update_acls(
+        self, keys: list[AclKey], change: Callable[[dict[AclKey, list[dict[str, Any]]]], None]
+    ) -> None:
+        """Edit the ACLs of `keys` with `change`, applied to what etcd holds (again if they moved)."""
+        for _ in range(20):
+            try:
+                revision = await self.store.update_acls(change, keys)
+            except ConflictError:
+                continue
+            except EtcdUnavailableError as e:
+                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
+            if revision:
+                await self.wait_revision(revision)
+            return
+        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "the ACLs kept changing meanwhile; retry")
+
     async def allocate_producer_id(self) -> int:
         if not self._pids:
             block = await self.store.allocate_producer_id_block(_PID_BLOCK)
@@ -348,6 +367,8 @@ class ClusterNode:
         self.reassignments = dict(snap.reassignments)
         self.entity_configs = dict(snap.entity_configs)
         self.scram = dict(snap.scram)
+        self.acls = dict(snap.acls)
+        self.broker.acls_changed()
         self.revision = snap.revision
         self.broker.apply_broker_configs()
         for rec in self.topics.values():
@@ -410,6 +431,12 @@ class ClusterNode:
                 self.scram[ev.user] = ev.credentials
             else:
                 self.scram.pop(ev.user, None)
+        elif isinstance(ev, AclsChanged):
+            if ev.entries:
+                self.acls[ev.key] = ev.entries
+            else:
+                self.acls.pop(ev.key, None)
+            self.broker.acls_changed()
         elif isinstance(ev, ReassignmentChanged):
             if ev.reassignment is None:
                 self.reassignments.pop((ev.topic, ev.partition), None)

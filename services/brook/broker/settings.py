@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brook.groups import GroupSettings
+from brook.security.authorizer import AuthorizerSettings
 from brook.security.listeners import Listener
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
@@ -59,6 +60,7 @@ class BrokerSettings:
     sasl: SaslSettings = field(default_factory=SaslSettings)
     # This broker's SASL identity towards the others when the inter-broker listener uses SASL.
     inter_broker_credentials: ClientCredentials | None = None
+    authorizer: AuthorizerSettings = field(default_factory=AuthorizerSettings)
 
     @property
     def advertised(self) -> tuple[str, int]:

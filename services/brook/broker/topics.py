@@ -12,9 +12,9 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from brook.metadata import ScramCredential
+from brook.metadata import AclKey, ScramCredential
 from brook.protocol.errors import ErrorCode, KafkaError
 
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
@@ -103,6 +103,8 @@ class MetadataStore(Protocol):
     def put_entity_configs(self, kind: str, name: str, configs: dict[str, str]) -> None: ...
     def scram(self) -> dict[str, dict[str, ScramCredential]]: ...
     def put_scram(self, user: str, credentials: dict[str, ScramCredential]) -> None: ...
+    def acls(self) -> dict[AclKey, list[dict[str, Any]]]: ...
+    def put_acls(self, acls: dict[AclKey, list[dict[str, Any]]]) -> None: ...
 
 
 class LocalMetadataStore:
@@ -125,6 +127,7 @@ class LocalMetadataStore:
         # credentials by user, then mechanism.
         self._configs: dict[tuple[str, str], dict[str, str]] = {}
         self._scram: dict[str, dict[str, ScramCredential]] = {}
+        self._acls: dict[AclKey, list[dict[str, Any]]] = {}
         if self._path.exists():
             raw = json.loads(self._path.read_text())
             stored = str(raw["cluster_id"])
@@ -137,6 +140,10 @@ class LocalMetadataStore:
             self._scram = {
                 str(u): {str(m): ScramCredential.from_doc(c) for m, c in creds.items()}
                 for u, creds in raw.get("scram", {}).items()
+            }
+            self._acls = {
+                (str(a["resource_type"]), str(a["pattern_type"]), str(a["name"])): list(a["entries"])
+                for a in raw.get("acls", [])
             }
             # Never hand out an id again after a crash: resume past the reserved block.
             self._next_pid = self._pid_limit = int(raw.get("producer_id_limit", 0))
@@ -151,11 +158,13 @@ class LocalMetadataStore:
         pid_limit: int | None = None,
         configs: dict[tuple[str, str], dict[str, str]] | None = None,
         scram: dict[str, dict[str, ScramCredential]] | None = None,
+        acls: dict[AclKey, list[dict[str, Any]]] | None = None,
     ) -> None:
         """Write the state with the given parts replaced; the caller keeps them only if this returns."""
         topics = self._topics if topics is None else topics
         configs = self._configs if configs is None else configs
         scram = self._scram if scram is None else scram
+        acls = self._acls if acls is None else acls
         doc = {
             "cluster_id": self._cluster_id,
             "producer_id_limit": self._pid_limit if pid_limit is None else pid_limit,
@@ -164,6 +173,10 @@ class LocalMetadataStore:
                 {"kind": kind, "name": name, "configs": c} for (kind, name), c in configs.items()
             ],
             "scram": {u: {m: c.to_doc() for m, c in creds.items()} for u, creds in scram.items()},
+            "acls": [
+                {"resource_type": t, "pattern_type": p, "name": n, "entries": e}
+                for (t, p, n), e in acls.items()
+            ],
         }
         tmp = self._path.with_suffix(".tmp")
         with open(tmp, "w") as f:
@@ -218,3 +231,12 @@ class LocalMetadataStore:
             users[user] = dict(credentials)
         self._save(scram=users)
         self._scram = users
+
+    def acls(self) -> dict[AclKey, list[dict[str, Any]]]:
+        return {k: list(v) for k, v in self._acls.items()}
+
+    def put_acls(self, acls: dict[AclKey, list[dict[str, Any]]]) -> None:
+        """Replace the whole ACL table (patterns without entries are dropped)."""
+        kept = {k: list(v) for k, v in acls.items() if v}
+        self._save(acls=kept)
+        self._acls = kept

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from brook.protocol.versions import ApiKey, advertised
 
+from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .api_versions import make_api_versions_handler
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
 from .context import Body, Handler
@@ -62,6 +63,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }

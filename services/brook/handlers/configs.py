@@ -15,6 +15,7 @@ from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
 from . import dynamic_configs
+from .authorized import Operation, ResourceType, require
 from .context import Body
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
@@ -123,6 +124,17 @@ def _logger_entries(broker: Broker, name: str, keys: list[str] | None) -> list[d
     ]
 
 
+def _require(broker: Broker, op: Operation, config_type: int, name: str) -> None:
+    """DESCRIBE_CONFIGS / ALTER_CONFIGS on what a config resource is: a topic, a group, or the cluster
+    (a broker's or its loggers' configs)."""
+    if config_type == TOPIC:
+        require(broker, op, ResourceType.TOPIC, name)
+    elif config_type == dynamic_configs.GROUP:
+        require(broker, op, ResourceType.GROUP, name)
+    elif config_type in (BROKER, BROKER_LOGGER):
+        require(broker, op, ResourceType.CLUSTER)
+
+
 async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
     req = messages.decode_request(ApiKey.DESCRIBE_CONFIGS, version, hdr.body)
@@ -134,6 +146,12 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
             "resource_name": r.resource_name,
             "configs": [],
         }
+        try:
+            _require(broker, Operation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
+        except KafkaError as e:
+            entry.update(error_code=e.code, error_message=e.message)
+            results.append(entry)
+            continue
         if r.resource_type == TOPIC:
             meta = broker.replicas.topic(r.resource_name)
             if meta is None:
@@ -210,6 +228,7 @@ async def _alter_each(
             "resource_name": r.resource_name,
         }
         try:
+            _require(broker, Operation.ALTER_CONFIGS, r.resource_type, r.resource_name)
             await _alter(broker, r.resource_type, r.resource_name, new_configs(r), bool(req.validate_only))
         except KafkaError as e:
             result.update(error_code=e.code, error_message=e.message)

@@ -13,10 +13,12 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from .authorized import Operation, ResourceType, require
 from .context import Body
 
 
 def _start(broker: Broker, topic: str, index: int, offset: int) -> tuple[Partition, int]:
+    require(broker, Operation.DELETE, ResourceType.TOPIC, topic)
     meta = broker.replicas.topic(topic)
     if meta is None or not 0 <= index < meta.partitions:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} does not exist")

@@ -21,6 +21,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from .authorized import Operation, allowed_cluster
 from .context import Body
 
 PREFERRED, UNCLEAN = 0, 1
@@ -36,6 +37,9 @@ async def handle_elect_leaders(broker: Broker, hdr: RequestHeader) -> Body | Non
         wanted = [(t.topic, int(i)) for t in req.topic_partitions for i in t.partitions]
     live = {b[0] for b in broker.brokers()}
     results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    if not allowed_cluster(broker, Operation.ALTER):  # v0 has no top-level error: each partition says it
+        results = {w: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster denied") for w in wanted}
+        wanted = []
     started: list[tuple[str, int, int]] = []
     for topic, index in wanted:
         try:

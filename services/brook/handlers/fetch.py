@@ -29,6 +29,7 @@ from brook.protocol.fetch import (
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from .authorized import Operation, ResourceType, allowed
 from .context import Body, check_epoch, check_leader
 
 # Below this a pread into the response is cheaper than a sendfile round of its own.
@@ -57,6 +58,9 @@ def _read(
     topics: list[FetchTopicResult] = []
     total = 0
     watched: list[tuple[str, int]] = []
+    # Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic (checked before the
+    # topic's existence, so that a denied principal learns nothing about it).
+    cluster_ok = not follower or allowed(broker, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for ft in req.topics:
         if version >= 13:
             meta = broker.replicas.topic_by_id(ft.topic_id or b"")
@@ -67,7 +71,14 @@ def _read(
             meta = broker.replicas.topic(name)
             missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         parts: list[FetchPartitionResult] = []
+        denied = not cluster_ok or (
+            not follower and not allowed(broker, Operation.READ, ResourceType.TOPIC, name or "")
+        )
         for fp in ft.partitions:
+            if denied:
+                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                parts.append(FetchPartitionResult(fp.partition, code, -1, -1, -1, None))
+                continue
             if meta is None:
                 parts.append(FetchPartitionResult(fp.partition, missing, -1, -1, -1, None))
                 continue

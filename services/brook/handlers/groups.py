@@ -12,8 +12,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
-from . import authorized
-from .authorized import authorized_operations
+from .authorized import Operation, ResourceType, allowed, authorized_operations, failed, filter_allowed
 from .context import CLIENT_HOST, LISTENER_NAME, Body
 
 
@@ -26,6 +25,12 @@ async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any
         "error_code": 0,
         "error_message": None,
     }
+    rtype = ResourceType.TRANSACTIONAL_ID if key_type == 1 else ResourceType.GROUP
+    if key and not allowed(broker, Operation.DESCRIBE, rtype, key):
+        entry.update(
+            error_code=failed(rtype), error_message=f"DESCRIBE on {rtype.name.lower()} '{key}' denied"
+        )
+        return entry
     if key_type != 0:
         entry.update(
             error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transactions are not supported"
@@ -50,6 +55,14 @@ async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any
     return entry
 
 
+def _group_denied(api: ApiKey, v: int) -> bytes:
+    """The answer to a group request the principal may not make (READ on the group)."""
+    fields: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    if api == ApiKey.JOIN_GROUP:
+        fields.update(generation_id=-1, leader="", member_id="")
+    return messages.encode_response(api, v, fields)
+
+
 async def handle_find_coordinator(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.FIND_COORDINATOR, v, hdr.body)
@@ -67,6 +80,8 @@ async def handle_find_coordinator(broker: Broker, hdr: RequestHeader) -> Body | 
 async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.JOIN_GROUP, v, hdr.body)
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
+        return _group_denied(ApiKey.JOIN_GROUP, v)
     result = await broker.groups.join(
         req.group_id,
         req.member_id,
@@ -102,6 +117,8 @@ async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
 async def handle_sync_group(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.SYNC_GROUP, v, hdr.body)
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
+        return _group_denied(ApiKey.SYNC_GROUP, v)
     code, assignment, ptype, pname = await broker.groups.sync(
         req.group_id,
         req.generation_id,
@@ -127,6 +144,8 @@ async def handle_sync_group(broker: Broker, hdr: RequestHeader) -> Body | None:
 async def handle_heartbeat(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.HEARTBEAT, v, hdr.body)
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
+        return _group_denied(ApiKey.HEARTBEAT, v)
     code = broker.groups.heartbeat(
         req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
     )
@@ -136,6 +155,8 @@ async def handle_heartbeat(broker: Broker, hdr: RequestHeader) -> Body | None:
 async def handle_leave_group(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.LEAVE_GROUP, v, hdr.body)
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
+        return _group_denied(ApiKey.LEAVE_GROUP, v)
     members: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
     )
@@ -159,10 +180,16 @@ async def handle_leave_group(broker: Broker, hdr: RequestHeader) -> Body | None:
 async def handle_describe_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.DESCRIBE_GROUPS, v, hdr.body)
-    ops = authorized_operations(authorized.GROUP, getattr(req, "include_authorized_operations", False))
+    with_ops = getattr(req, "include_authorized_operations", False)
     out: list[dict[str, Any]] = []
     for gid in req.groups:
+        if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, gid):
+            out.append(
+                {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED, "group_id": gid, "group_state": ""}
+            )
+            continue
         code, group = broker.groups.describe(gid)
+        ops = authorized_operations(broker, ResourceType.GROUP, gid, with_ops)
         entry: dict[str, Any] = {
             "error_code": code,
             "group_id": gid,
@@ -201,6 +228,8 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     states = {s.lower() for s in (getattr(req, "states_filter", None) or [])}
     # v5 (KIP-848) filters by group type; every group here is a classic one.
     types = {t.lower() for t in (getattr(req, "types_filter", None) or [])}
+    # DESCRIBE on the cluster lists every group; else only those the principal may describe.
+    every = allowed(broker, Operation.DESCRIBE, ResourceType.CLUSTER)
     groups = [
         {
             "group_id": g.group_id,
@@ -209,7 +238,9 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
             "group_type": "classic",
         }
         for g in broker.groups.list_groups()
-        if (not states or g.state.value.lower() in states) and (not types or "classic" in types)
+        if (not states or g.state.value.lower() in states)
+        and (not types or "classic" in types)
+        and (every or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
     ]
     return messages.encode_response(
         ApiKey.LIST_GROUPS, v, {"throttle_time_ms": 0, "error_code": 0, "groups": groups}
@@ -219,7 +250,10 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
 async def handle_delete_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.DELETE_GROUPS, v, hdr.body)
-    results = await broker.groups.delete_groups(list(req.groups_names))
+    names = list(req.groups_names)
+    may = filter_allowed(broker, Operation.DELETE, ResourceType.GROUP, names)
+    results = await broker.groups.delete_groups([g for g in names if g in may])
+    results.update({g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names if g not in may})
     return messages.encode_response(
         ApiKey.DELETE_GROUPS,
         v,

@@ -6,10 +6,11 @@ from typing import Any
 
 from brook.broker.broker import Broker
 from brook.protocol import messages
-from brook.protocol.errors import KafkaError
+from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from .authorized import Operation, ResourceType, allowed, require
 from .context import Body, check_leader
 
 
@@ -17,6 +18,9 @@ async def handle_offset_for_leader_epoch(broker: Broker, hdr: RequestHeader) -> 
     v = hdr.api_version
     req = messages.decode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, hdr.body)
     topics: list[dict[str, Any]] = []
+    # Followers (replica id >= 0, v3+) need CLUSTER_ACTION; clients DESCRIBE on the topic.
+    follower = getattr(req, "replica_id", -1) >= 0
+    cluster_ok = not follower or allowed(broker, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for t in req.topics:
         parts = []
         for q in t.partitions:
@@ -27,6 +31,10 @@ async def handle_offset_for_leader_epoch(broker: Broker, hdr: RequestHeader) -> 
                 "end_offset": -1,
             }
             try:
+                if not cluster_ok:
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "CLUSTER_ACTION denied")
+                if not follower:
+                    require(broker, Operation.DESCRIBE, ResourceType.TOPIC, t.topic)
                 p = broker.replicas.partition(t.topic, q.partition)
                 check_leader(p, getattr(q, "current_leader_epoch", -1))
                 epoch, end = p.epochs.end_offset_for(q.leader_epoch, p.log.log_end_offset)

@@ -21,6 +21,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from .authorized import Operation, ResourceType, allowed
 from .context import Body, check_epoch, check_leader
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
@@ -89,6 +90,8 @@ async def handle_list_offsets(broker: Broker, hdr: RequestHeader) -> Body | None
             ts, off, epoch = _NONE
             error = ErrorCode.NONE
             try:
+                if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, t.name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "DESCRIBE on the topic denied")
                 if seen[key] > 1:
                     raise KafkaError(ErrorCode.INVALID_REQUEST, "partition listed more than once")
                 if p.timestamp < 0 and version < _MIN_VERSION.get(p.timestamp, 1 << 15):

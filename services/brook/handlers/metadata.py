@@ -11,12 +11,19 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
-from . import authorized
-from .authorized import authorized_operations
+from .authorized import (
+    CLUSTER_NAME,
+    Operation,
+    ResourceType,
+    allowed,
+    authorized_operations,
+    may_create_topic,
+)
 from .context import LISTENER_NAME, Body, as_uuid, uuid_bytes
 
 
-def _topic_entry(broker: Broker, meta: TopicMeta, ops: set[int] | int) -> dict[str, Any]:
+def _topic_entry(broker: Broker, meta: TopicMeta, with_ops: object) -> dict[str, Any]:
+    ops = authorized_operations(broker, ResourceType.TOPIC, meta.name, with_ops)
     parts = []
     for i in range(meta.partitions):
         leader, epoch, replicas, isr = broker.partition_state(meta.name, i)
@@ -57,20 +64,28 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
     allow_create = (
         bool(getattr(req, "allow_auto_topic_creation", True)) and broker.settings.auto_create_topics
     )
-    ops = authorized_operations(authorized.TOPIC, getattr(req, "include_topic_authorized_operations", False))
+    ops = getattr(req, "include_topic_authorized_operations", False)
     topics: list[dict[str, Any]] = []
     if req.topics is None or (version == 0 and not req.topics):
-        topics = [_topic_entry(broker, m, ops) for m in broker.replicas.topics().values()]
+        # All topics: those the principal may describe (the others are not listed at all).
+        topics = [
+            _topic_entry(broker, m, ops)
+            for m in broker.replicas.topics().values()
+            if allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, m.name)
+        ]
     else:
         for t in req.topics:
             name = t.name
-            if name is None:  # by topic id (v10+)
+            if name is None:  # by topic id (v10+); an id not to be described is as good as unknown
                 meta = broker.replicas.topic_by_id(uuid_bytes(getattr(t, "topic_id", None)))
                 topics.append(
                     _topic_entry(broker, meta, ops)
-                    if meta
+                    if meta and allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, meta.name)
                     else _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, uuid_bytes(t.topic_id))
                 )
+                continue
+            if not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name):
+                topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             meta = broker.replicas.topic(name)
             if meta is None:
@@ -79,6 +94,9 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
                     continue
                 if not allow_create:
                     topics.append(_error_entry(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                if not may_create_topic(broker, name):
+                    topics.append(_error_entry(name, ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                     continue
                 try:
                     meta = await broker.create_topic(name)
@@ -100,7 +118,10 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
             "topics": topics,
             "error_code": 0,
             "authorized_operations": authorized_operations(
-                authorized.CLUSTER, getattr(req, "include_cluster_authorized_operations", False)
+                broker,
+                ResourceType.CLUSTER,
+                CLUSTER_NAME,
+                getattr(req, "include_cluster_authorized_operations", False),
             ),
         },
     )
@@ -123,7 +144,7 @@ async def handle_describe_cluster(broker: Broker, hdr: RequestHeader) -> Body | 
                 for n, h, p, r in broker.brokers(LISTENER_NAME.get())
             ],
             "authorized_operations": authorized_operations(
-                authorized.CLUSTER, req.include_cluster_authorized_operations
+                broker, ResourceType.CLUSTER, CLUSTER_NAME, req.include_cluster_authorized_operations
             ),
         },
     )

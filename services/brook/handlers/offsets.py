@@ -12,6 +12,7 @@ from brook.protocol.errors import ErrorCode
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from .authorized import Operation, ResourceType, allowed, filter_allowed
 from .context import Body
 
 
@@ -37,14 +38,27 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
         for t in req.topics
         for p in t.partitions
     ]
-    results = await broker.groups.commit_offsets(
-        req.group_id,
-        req.generation_id_or_member_epoch,
-        req.member_id,
-        getattr(req, "group_instance_id", None),
-        commits,
-        _partition_exists(broker),
-    )
+    # READ on the group, then READ on each topic (Kafka's order): denied commits are not made.
+    results: dict[tuple[str, int], ErrorCode] = {}
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
+        results = {(c.topic, c.partition): ErrorCode.GROUP_AUTHORIZATION_FAILED for c in commits}
+    else:
+        readable = filter_allowed(broker, Operation.READ, ResourceType.TOPIC, {c.topic for c in commits})
+        results = {
+            (c.topic, c.partition): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            for c in commits
+            if c.topic not in readable
+        }
+        results.update(
+            await broker.groups.commit_offsets(
+                req.group_id,
+                req.generation_id_or_member_epoch,
+                req.member_id,
+                getattr(req, "group_instance_id", None),
+                [c for c in commits if c.topic in readable],
+                _partition_exists(broker),
+            )
+        )
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in commits:
         by_topic[c.topic].append(
@@ -59,11 +73,27 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
 
 def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
-    code, rows = broker.groups.fetch_offsets(group_id, wanted)
+    rows: list[Any] = []
+    if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        code, rows = broker.groups.fetch_offsets(group_id, wanted)
     if code != ErrorCode.NONE and wanted is not None:
         rows = [(t, p, None) for t, ps in wanted for p in ps]
+    # Topics the principal may not describe: refused when named, left out when all are asked for.
+    visible = filter_allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, {t for t, _, _ in rows})
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t, p, value in rows:
+        if t not in visible:
+            if wanted is not None:
+                by_topic[t].append(
+                    {
+                        "partition_index": p,
+                        "committed_offset": -1,
+                        "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    }
+                )
+            continue
         by_topic[t].append(
             {
                 "partition_index": p,
@@ -95,7 +125,15 @@ async def handle_offset_delete(broker: Broker, hdr: RequestHeader) -> Body | Non
     v = hdr.api_version
     req = messages.decode_request(ApiKey.OFFSET_DELETE, v, hdr.body)
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
-    code, results = await broker.groups.delete_offsets(req.group_id, wanted)
+    results: dict[tuple[str, int], ErrorCode] = {}
+    if not allowed(broker, Operation.DELETE, ResourceType.GROUP, req.group_id):
+        code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+    else:
+        readable = filter_allowed(broker, Operation.READ, ResourceType.TOPIC, {t for t, _ in wanted})
+        code, results = await broker.groups.delete_offsets(
+            req.group_id, [w for w in wanted if w[0] in readable]
+        )
+        results.update({w: ErrorCode.TOPIC_AUTHORIZATION_FAILED for w in wanted if w[0] not in readable})
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (t, p), c in results.items():
         by_topic[t].append({"partition_index": p, "error_code": c})

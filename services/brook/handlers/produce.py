@@ -15,6 +15,7 @@ from brook.protocol.frames import RequestHeader
 from brook.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
 from brook.protocol.versions import ApiKey
 
+from .authorized import Operation, ResourceType, allowed
 from .context import Body
 
 
@@ -25,10 +26,23 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
     commits: list[asyncio.Future[None]] = []
     bad_acks = req.acks not in (0, 1, -1)
     timeout_s = req.timeout_ms / 1000
+    # Kafka's checks: WRITE on the transactional id (if any), then WRITE on each topic.
+    txn_denied = req.transactional_id is not None and not allowed(
+        broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+    )
     for topic in req.topics:
         out: list[PartitionProduceResult] = []
+        denied = (
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            if txn_denied
+            else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            if not allowed(broker, Operation.WRITE, ResourceType.TOPIC, topic.name)
+            else None
+        )
         for part in topic.partitions:
             try:
+                if denied is not None:
+                    raise KafkaError(denied, f"WRITE to topic '{topic.name}' is not authorized")
                 if bad_acks:
                     raise KafkaError(
                         ErrorCode.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {req.acks}"

@@ -8,7 +8,8 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
-from .context import Body
+from .authorized import Operation, ResourceType, allowed
+from .context import CLIENT_HOST, PRINCIPAL, Body
 
 _EPOCH_MAX = 32767
 
@@ -24,6 +25,8 @@ async def handle_init_producer_id(broker: Broker, hdr: RequestHeader) -> Body | 
     }
     if req.transactional_id is not None:
         fields["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not _may_be_idempotent(broker):
+        fields["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     else:
         pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
         if pid >= 0 and 0 <= epoch < _EPOCH_MAX:
@@ -35,3 +38,12 @@ async def handle_init_producer_id(broker: Broker, hdr: RequestHeader) -> Body | 
             except KafkaError as e:  # e.g. the ids could not be reserved on disk: retriable
                 fields["error_code"] = e.code
     return messages.encode_response(ApiKey.INIT_PRODUCER_ID, version, fields)
+
+
+def _may_be_idempotent(broker: Broker) -> bool:
+    """IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3's rule)."""
+    if allowed(broker, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER):
+        return True
+    return broker.authorizer.authorize_any(
+        PRINCIPAL.get(), CLIENT_HOST.get(), Operation.WRITE, ResourceType.TOPIC
+    )

@@ -20,6 +20,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from .authorized import CLUSTER_DENIED, Operation, allowed_cluster
 from .context import Body
 
 # Mechanism code -> (name, hash); Kafka's ScramMechanism, with its iteration bounds.
@@ -37,6 +38,10 @@ def scram_credential(mechanism: int, salt: bytes, salted_password: bytes, iterat
 
 async def handle_describe_user_scram_credentials(broker: Broker, hdr: RequestHeader) -> Body | None:
     req = messages.decode_request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, hdr.api_version, hdr.body)
+    if not allowed_cluster(broker, Operation.DESCRIBE):
+        return messages.encode_response(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, hdr.api_version, CLUSTER_DENIED
+        )
     known = broker.scram_credentials()
     wanted = [u.name for u in req.users] if req.users else sorted(known)
     counts = Counter(wanted)
@@ -86,9 +91,13 @@ async def handle_alter_user_scram_credentials(broker: Broker, hdr: RequestHeader
         [(d.name, d.mechanism) for d in req.deletions] + [(u.name, u.mechanism) for u in req.upsertions]
     )
     twice = ErrorCode.DUPLICATE_RESOURCE, "a user credential cannot be altered twice in the same request"
+    denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster denied"
+    may = allowed_cluster(broker, Operation.ALTER)
     known = broker.scram_credentials()
     errors: dict[str, tuple[ErrorCode, str | None]] = {}  # a user's first error: none of its changes apply
     users = list(dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions]))
+    if not may:
+        errors = {u: denied for u in users}
     for d in req.deletions:
         err = _check(d.name, d.mechanism, None)
         if err is None and pairs[(d.name, d.mechanism)] > 1:

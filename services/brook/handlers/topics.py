@@ -10,6 +10,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
+from .authorized import Operation, ResourceType, allowed, may_create_topic, require
 from .configs import config_entries
 from .context import ZERO_UUID, Body, as_uuid, uuid_bytes
 from .dynamic_configs import dynamic_topic_defaults
@@ -28,6 +29,8 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
             "replication_factor": -1,
         }
         try:
+            if not may_create_topic(broker, t.name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"CREATE of topic '{t.name}' denied")
             n, rf = t.num_partitions, t.replication_factor
             assignment = _manual_assignment(t) if t.assignments else None
             if req.validate_only:
@@ -100,6 +103,12 @@ async def handle_delete_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
                 if meta is None:
                     raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {as_uuid(tid)}")
                 name = meta.name
+            if not allowed(broker, Operation.DELETE, ResourceType.TOPIC, name):
+                # Kafka hides a topic asked for by id from whoever may not describe it.
+                by_id = tid != bytes(16) and not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name)
+                if by_id:
+                    raise KafkaError(ErrorCode.UNKNOWN_TOPIC_ID, f"no topic with id {as_uuid(tid)}")
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, f"DELETE of topic '{name}' denied")
             meta = await broker.delete_topic(name)
             results.append(
                 {"name": name, "topic_id": as_uuid(meta.topic_id), "error_code": 0, "error_message": None}
@@ -119,6 +128,7 @@ async def handle_create_partitions(broker: Broker, hdr: RequestHeader) -> Body |
     results: list[dict[str, Any]] = []
     for t in req.topics:
         try:
+            require(broker, Operation.ALTER, ResourceType.TOPIC, t.name)
             assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
             await broker.add_partitions(t.name, t.count, bool(req.validate_only), assignment)
             results.append({"name": t.name, "error_code": 0, "error_message": None})

@@ -20,6 +20,8 @@ from .keys import KeyLayout
 from .lease import KeptLease
 from .models import (
     NO_LEADER,
+    AclKey,
+    AclsChanged,
     BrokerInfo,
     BrokerJoined,
     BrokerLeft,
@@ -47,6 +49,8 @@ from .watch import PrefixWatch, watch_key, watch_prefix
 
 __all__ = [
     "NO_LEADER",
+    "AclKey",
+    "AclsChanged",
     "BrokerIdInUseError",
     "BrokerInfo",
     "BrokerJoined",

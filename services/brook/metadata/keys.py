@@ -11,6 +11,8 @@
     configs/<kind>/<name>          dynamic configs of a broker (name: its id, or <default> for all) or a
                                    group (kind "group", name percent-encoded), JSON {name: value}
     scram/<user>                   a user's SCRAM credentials (user percent-encoded), JSON by mechanism
+    acls/<type>/<pattern>/<name>   the ACL entries of one resource pattern (type TOPIC, GROUP ...; pattern
+                                   LITERAL or PREFIXED; name percent-encoded), a JSON list
 
 Topic names never contain '/', so `partitions/<topic>/` prefixes never overlap between topics.
 """
@@ -37,6 +39,7 @@ class KeyKind(Enum):
     PRODUCER_ID_BLOCK = "producer_id_block"
     CONFIGS = "configs"
     SCRAM = "scram"
+    ACLS = "acls"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +49,8 @@ class ParsedKey:
     partition: int | None = None
     broker_id: int | None = None
     entity_kind: str | None = None  # CONFIGS: "broker" or "group"
-    name: str | None = None  # CONFIGS: the entity's name; SCRAM: the user
+    name: str | None = None  # CONFIGS: the entity's name; SCRAM: the user; ACLS: the resource name
+    pattern: tuple[str, str] | None = None  # ACLS: (resource type, pattern type)
 
 
 class KeyLayout:
@@ -119,6 +123,9 @@ class KeyLayout:
     def scram(self, user: str) -> bytes:
         return self._k(f"scram/{quote(user, safe='')}")
 
+    def acls(self, resource_type: str, pattern_type: str, name: str) -> bytes:
+        return self._k(f"acls/{resource_type}/{pattern_type}/{quote(name, safe='')}")
+
     def parse(self, key: bytes) -> ParsedKey | None:
         """What a key under this cluster's prefix is; None for keys this version does not know."""
         if not key.startswith(self.prefix):
@@ -149,6 +156,8 @@ class KeyLayout:
                     return ParsedKey(KeyKind.CONFIGS, entity_kind="group", name=unquote(g))
                 case ["scram", u]:
                     return ParsedKey(KeyKind.SCRAM, name=unquote(u))
+                case ["acls", rtype, ptype, n]:
+                    return ParsedKey(KeyKind.ACLS, name=unquote(n), pattern=(rtype, ptype))
         except ValueError:
             return None
         return None

@@ -354,6 +354,29 @@ class ScramChanged:
     resync: bool = False
 
 
+# An ACL resource pattern as stored: (resource type, pattern type, name), e.g. ("TOPIC", "LITERAL", "t").
+AclKey = tuple[str, str, str]
+
+
+def encode_acls(entries: Sequence[Mapping[str, Any]]) -> bytes:
+    return json.dumps(list(entries), sort_keys=True).encode()
+
+
+def decode_acls(data: bytes) -> list[dict[str, Any]]:
+    docs = json.loads(data)
+    if not isinstance(docs, list):
+        raise ValueError("ACL entries must be a JSON list")
+    return [dict(d) for d in docs]
+
+
+@dataclass(frozen=True, slots=True)
+class AclsChanged:
+    key: AclKey
+    entries: list[dict[str, Any]]  # empty: the pattern has no ACLs any more
+    revision: int
+    resync: bool = False
+
+
 MetadataEvent = (
     BrokerJoined
     | BrokerLeft
@@ -366,4 +389,5 @@ MetadataEvent = (
     | ReassignmentChanged
     | EntityConfigsChanged
     | ScramChanged
+    | AclsChanged
 )

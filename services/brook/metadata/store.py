@@ -14,13 +14,16 @@ import json
 import logging
 import uuid
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .client import Compare, Delete, EtcdClient, EventType, Get, KeyValue, Op, Put, TxnResult, WatchEvent
 from .errors import ConflictError, FencedError, MetadataError, TopicExistsError, UnknownTopicError
 from .keys import KeyKind, KeyLayout
 from .models import (
+    AclKey,
+    AclsChanged,
     BrokerInfo,
     BrokerJoined,
     BrokerLeft,
@@ -40,9 +43,11 @@ from .models import (
     TopicCreated,
     TopicDeleted,
     TopicRecord,
+    decode_acls,
     decode_configs,
     decode_scram,
     encode,
+    encode_acls,
     encode_configs,
     encode_scram,
 )
@@ -70,6 +75,7 @@ class MetadataSnapshot:
     kvs: list[KeyValue] = field(default_factory=list, repr=False, compare=False)
     entity_configs: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     scram: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
+    acls: dict[AclKey, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 class EtcdMetadataStore:
@@ -366,6 +372,33 @@ class EtcdMetadataStore:
         op: Op = Put(key, encode_scram(credentials)) if credentials else Delete(key)
         return (await self.client.txn([], [op])).revision
 
+    async def update_acls(
+        self, change: Callable[[dict[AclKey, list[dict[str, Any]]]], None], keys: Sequence[AclKey]
+    ) -> int:
+        """Read the ACL entries of `keys`, let `change` edit them in place, write the result in one
+        transaction that fails if any of them changed meanwhile (ConflictError; the caller retries).
+        Returns the write's revision (0: nothing to write)."""
+        paths = {k: self.layout.acls(*k) for k in keys}
+        current: dict[AclKey, list[dict[str, Any]]] = {}
+        compares: list[Compare] = []
+        for k, path in paths.items():
+            kv = await self.client.get(path)
+            current[k] = decode_acls(kv.value) if kv else []
+            compares.append(Compare.mod_revision(path, kv.mod_revision if kv else 0))
+        before = {k: list(v) for k, v in current.items()}
+        change(current)
+        ops: list[Op] = [
+            Put(paths[k], encode_acls(v)) if v else Delete(paths[k])
+            for k, v in current.items()
+            if v != before[k]
+        ]
+        if not ops:
+            return 0
+        r = await self.client.txn(compares, ops)
+        if not r.succeeded:
+            raise ConflictError("ACLs changed meanwhile", 0)
+        return r.revision
+
     # ---- snapshot and watch ----
 
     async def snapshot(self) -> MetadataSnapshot:
@@ -380,6 +413,7 @@ class EtcdMetadataStore:
         next_pid = 0
         entity_configs: dict[tuple[str, str], dict[str, str]] = {}
         scram: dict[str, dict[str, ScramCredential]] = {}
+        acls: dict[AclKey, list[dict[str, Any]]] = {}
         for kv in rr.kvs:
             parsed = self.layout.parse(kv.key)
             if parsed is None:
@@ -416,6 +450,9 @@ class EtcdMetadataStore:
                     case KeyKind.SCRAM:
                         assert parsed.name is not None
                         scram[parsed.name] = decode_scram(kv.value)
+                    case KeyKind.ACLS:
+                        assert parsed.name is not None and parsed.pattern is not None
+                        acls[(*parsed.pattern, parsed.name)] = decode_acls(kv.value)
             except (ValueError, KeyError, TypeError) as e:
                 log.warning("ignoring unreadable metadata key %r: %s", kv.key, e)
         return MetadataSnapshot(
@@ -431,6 +468,7 @@ class EtcdMetadataStore:
             rr.kvs,
             entity_configs,
             scram,
+            acls,
         )
 
     def watch(self, since: MetadataSnapshot) -> MetadataWatch:
@@ -556,6 +594,10 @@ class MetadataWatch:
                 assert parsed.name is not None
                 creds = decode_scram(ev.value) if put else {}
                 self._pending.append(ScramChanged(parsed.name, creds, rev, rs))
+            case KeyKind.ACLS:
+                assert parsed.name is not None and parsed.pattern is not None
+                entries = decode_acls(ev.value) if put else []
+                self._pending.append(AclsChanged((*parsed.pattern, parsed.name), entries, rev, rs))
             case _:
                 pass  # cluster_id, controller_epoch, producer_id_block: no event
 

@@ -55,7 +55,9 @@ def test_note_version_set_and_admin_additions() -> None:
     assert ALL_VERSIONS[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS] == (0, 0)
     assert ALL_VERSIONS[ApiKey.ALTER_USER_SCRAM_CREDENTIALS] == (0, 0)
     assert ALL_VERSIONS[ApiKey.ELECT_LEADERS] == (0, 2)
-    assert len(ALL_VERSIONS) == 33
+    for acl_api in (ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS):
+        assert ALL_VERSIONS[acl_api] == (1, 3)
+    assert len(ALL_VERSIONS) == 36
 
 
 def test_flexibility() -> None:
