@@ -59,10 +59,6 @@ class Etcd:
     managed: ManagedEtcd | None = None
 
 
-# Brook's brokers do not enforce Kafka ACLs yet (issue 14): a Cluster asking for authorization is
-# refused rather than run open while its spec says otherwise. The operator's side (super users, the
-# Users' ACLs) is built and tested; flip this when the brokers have an authorizer.
-AUTHORIZATION_SUPPORTED = False
 LISTENER_TYPES = ("internal", "nodeport", "loadbalancer")
 AUTHENTICATIONS = ("none", "scram-sha-512", "plain", "tls")
 # The operator's own listener: brokers replicate over it and the operator administers through it.
@@ -334,11 +330,6 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         certificates=_parse_certificates(r, s, p),
         replication_port=replication_port,
     )
-    if out.authorization.enabled and not AUTHORIZATION_SUPPORTED:
-        r.errors.append(
-            f"{p}.authorization.enabled: Brook brokers do not enforce ACLs yet; set it to false "
-            "(listeners with authentication work without it)"
-        )
     if out.authorization.enabled and not any(
         li.authentication != "none" for li in out.listeners
     ):

@@ -2,12 +2,12 @@
 setting): the API emulator, the pod runner, `brook-operator run` and a `brook broker`, plus
 confluent-kafka as the application.
 
-kubectl apply a one-broker Cluster with a SASL_SSL (SCRAM-SHA-512) listener → the operator makes the
-CAs and the brokers' certificate, adds its mutual-TLS replication listener and administers the
-cluster through it with its own certificate → the Cluster turns Ready → kubectl apply a User → its
-Secret holds a generated password, a sasl.jaas.config line, the bootstrap address and the CA → the
-application connects with exactly that and produces and consumes → kubectl delete the User → the
-same application is refused.
+kubectl apply a one-broker Cluster with a SASL_SSL (SCRAM-SHA-512) listener and ACLs enforced → the
+operator makes the CAs and the brokers' certificate, adds its mutual-TLS replication listener and
+administers the cluster through it with its own certificate → the Cluster turns Ready → kubectl apply
+a User → its Secret holds a generated password, a sasl.jaas.config line, the bootstrap address and
+the CA → the application connects with exactly that and produces and consumes what its ACLs allow,
+and is refused the rest → kubectl delete the User → the same application is refused.
 
 The runner cannot give the broker's certificate the test's addresses (127.0.0.1), so the clients check
 the CA but not the host name; everything else is as in a cluster.
@@ -100,6 +100,7 @@ def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(env: Env, t
             "replicas": 1,
             "storage": {"type": "ephemeral", "size": "1Gi"},
             "replicationPort": env.replication,
+            "authorization": {"enabled": True},
             "listeners": [
                 {"name": "plain", "port": env.plain},
                 {"name": "scram", "port": env.scram, "tls": True, "authentication": "scram-sha-512"},
@@ -119,7 +120,19 @@ def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(env: Env, t
         "apiVersion": "brook.dev/v1alpha1",
         "kind": "User",
         "metadata": {"name": "app", "namespace": NS},
-        "spec": {"cluster": CLUSTER, "authentication": {"type": "scram-sha-512"}},
+        "spec": {
+            "cluster": CLUSTER,
+            "authentication": {"type": "scram-sha-512"},
+            "authorization": {
+                "acls": [
+                    {
+                        "resource": {"type": "topic", "name": "orders"},
+                        "operations": ["Create", "Write", "Read"],
+                    },
+                    {"resource": {"type": "group", "name": "app"}, "operations": ["Read"]},
+                ]
+            },
+        },
     }
     env.kubectl("apply", "-f", "-", input=json.dumps(user))
     try:
@@ -133,9 +146,15 @@ def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(env: Env, t
     conf = _client(env, secret, tmp_path)
 
     value = uuid.uuid4().hex.encode()
+    delivered: list[Any] = []
     p = Producer({**conf, "acks": "all"})
-    p.produce("orders", value)
+    p.produce("orders", value, on_delivery=lambda err, _m: delivered.append(err))
+    # Its ACLs allow "orders" only: another topic is refused as Kafka refuses it.
+    p.produce("payroll", value, on_delivery=lambda err, _m: delivered.append(err))
     assert p.flush(60) == 0, env.logs()
+    assert delivered[0] is None or delivered[1] is None, delivered
+    codes = sorted(e.code() if e is not None else 0 for e in delivered)
+    assert codes == [0, KafkaError.TOPIC_AUTHORIZATION_FAILED], delivered
     c = Consumer({**conf, "group.id": "app", "auto.offset.reset": "earliest"})
     try:
         c.subscribe(["orders"])

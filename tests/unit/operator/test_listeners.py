@@ -13,13 +13,6 @@ from brook_operator import certs, resources, tls
 from brook_operator.resources import listeners, security
 from brook_operator.spec import parse_cluster
 
-
-@pytest.fixture(autouse=True)
-def _authorization(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests cover the operator's side of ACLs, ready for brokers that enforce them."""
-    monkeypatch.setattr("brook_operator.spec.AUTHORIZATION_SUPPORTED", True)
-
-
 ETCD = {"endpoints": ["http://etcd:2379"]}
 NOW = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
 SECURE = {
@@ -171,8 +164,6 @@ def test_secured_broker_pods_mount_certificates_and_wait_for_their_addresses() -
 
 def test_advertise_init_refuses_until_its_entry_exists_then_fills_in_the_node(tmp_path: Any) -> None:
     import asyncio
-
-    import pytest
 
     from brook_operator.rackinit import advertise
 

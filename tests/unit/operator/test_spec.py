@@ -122,7 +122,7 @@ def test_config_values_are_normalized_to_kafka_strings() -> None:
             {"replicas": 1, "listeners": [{"name": "a", "port": 9092, "nodePort": 31000}]},
             "nodePort applies to type nodeport only",
         ),
-        ({"replicas": 1, "authorization": {"enabled": True}}, "do not enforce ACLs yet"),
+        ({"replicas": 1, "authorization": {"enabled": True}}, "needs a listener with authentication"),
         (
             {"replicas": 1, "authorization": {"superUsers": ["admin"]}},
             "must be a principal like User:admin",
@@ -191,8 +191,7 @@ def test_cluster_spec_is_a_value() -> None:
     assert parse_cluster("a", {"replicas": 1}) == ClusterSpec(replicas=1)
 
 
-def test_listeners_authorization_and_certificates(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("brook_operator.spec.AUTHORIZATION_SUPPORTED", True)
+def test_listeners_authorization_and_certificates() -> None:
     s = parse_cluster(
         "demo",
         {
@@ -223,8 +222,7 @@ def test_listeners_authorization_and_certificates(monkeypatch: pytest.MonkeyPatc
     assert not parse_cluster("demo", {"etcd": ETCD}).secured
 
 
-def test_secure_spec_defaults_equal_the_crd_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("brook_operator.spec.AUTHORIZATION_SUPPORTED", True)
+def test_secure_spec_defaults_equal_the_crd_defaults() -> None:
     spec = {
         "etcd": ETCD,
         "listeners": [

@@ -17,13 +17,6 @@ from brook_operator.user_spec import AclRule, Quotas, parse_user
 
 from .fakes import FakeKube
 
-
-@pytest.fixture(autouse=True)
-def _authorization(monkeypatch: pytest.MonkeyPatch) -> None:
-    """These tests cover the operator's side of ACLs, ready for brokers that enforce them."""
-    monkeypatch.setattr("brook_operator.spec.AUTHORIZATION_SUPPORTED", True)
-
-
 NOW = "2026-11-24T02:00:00Z"
 CLUSTER_SPEC = {
     "replicas": 1,
