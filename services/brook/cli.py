@@ -396,8 +396,21 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("dev", help="local development cluster")
     dsub = d.add_subparsers(dest="dev_command", required=True, parser_class=_Parser)
     up = dsub.add_parser("up", help="start a local Brook and print its bootstrap address")
-    up.add_argument("--data-dir", type=Path, default=None, help="default: a new temporary directory")
-    up.add_argument("--port", type=int, default=9092, help="the first broker's port (others follow)")
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="default: a new temporary directory; give the printed one again to restart on the same data",
+    )
+    up.add_argument(
+        "--port", type=_port, default=9092, help="the first broker's port (others follow); 0: free ports"
+    )
+    up.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=9308,
+        help="the first broker's /metrics, /healthz and /readyz port (others follow); 0: free ports",
+    )
     up.add_argument("--brokers", type=int, default=3, help="brokers (with etcd); 1: a single node, no etcd")
     up.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
     return p
@@ -432,7 +445,7 @@ def main(argv: list[str] | None = None) -> None:
                 )
             _fail(f"cannot start: {e.strerror or e}")
     elif args.command == "dev":
-        dev_up(args.data_dir, args.port, args.brokers, args.event_loop)
+        dev_up(args.data_dir, args.port, args.brokers, args.event_loop, args.metrics_port)
 
 
 if __name__ == "__main__":
