@@ -34,7 +34,7 @@ def broker(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
         (
             ["broker", "--topic-default", "retention.ms=abc"],
             {},
-            "--topic-default retention.ms=abc: retention.ms must be an integer from -1 to 9223372036854775807",
+            "--topic-default retention.ms=abc: retention.ms must be an integer from -1 to 922337203685477",
         ),
         (
             ["broker", "--topic-default", "segment.bytes=99999999999"],
