@@ -227,3 +227,15 @@ def test_a_second_run_on_busy_ports_or_data_gets_one_line(tmp_path: Path, dev_up
     assert up.proc.poll() is None
     assert up.stop(signal.SIGTERM) == 0
     assert not processes_using(tmp_path / "a")
+
+
+def test_killing_dev_up_itself_leaves_no_broker_or_etcd(tmp_path: Path, dev_up: list[DevUp]) -> None:
+    data = tmp_path / "dev"
+    up = DevUp("--brokers", "2", "--port", "0", "--metrics-port", "0", "--data-dir", str(data))
+    dev_up.append(up)
+    assert sorted(up.started()) == [0, 1]
+    children = up.pids()
+    assert len(children) == 3 and all(alive(p) for p in children)
+    up.kill()  # SIGKILL: no clean-up code of its own runs; the kernel's parent-death signal does it
+    eventually(lambda: not processes_using(data), 90, f"no process left on {data}")
+    assert not [p for p in children if alive(p)]

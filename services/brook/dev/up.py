@@ -17,7 +17,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
 from typing import NoReturn
@@ -88,17 +88,21 @@ def _lock(directory: Path) -> Iterator[None]:
 
 
 class _Stop:
-    """SIGINT/SIGTERM/SIGHUP: stop cleanly; a second signal: kill at once."""
+    """SIGINT/SIGTERM/SIGHUP: stop cleanly; a second one: SIGKILL every child at once (the clean stop's
+    waits then return)."""
 
     def __init__(self) -> None:
         self.requested = 0
+        self.children: Callable[[], list[int]] = list
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.requested += 1
         if self.requested > 1:
-            raise KeyboardInterrupt  # the finally blocks kill what is left
+            for pid in self.children():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def _fail(message: str) -> NoReturn:
@@ -126,8 +130,6 @@ def dev_up(
             _run(directory, port, metrics_port, brokers, event_loop, stop)
     except DevUpError as e:
         _fail(str(e))
-    except KeyboardInterrupt:
-        pass
 
 
 def _specs(
@@ -177,6 +179,7 @@ def _run(directory: Path, port: int, metrics_port: int, brokers: int, event_loop
             assert etcd.proc is not None
             _say(f"etcd: {etcd.endpoint} (pid {etcd.proc.pid}, log {etcd.log_path})")
         supervisor = Supervisor(specs, _say)
+        stop.children = lambda: [*supervisor.pids(), *([etcd.proc.pid] if etcd and etcd.proc else [])]
         supervisor.start()
         _wait_started(supervisor, stop)
         if stop.requested:
