@@ -18,7 +18,7 @@ from typing import NoReturn
 
 from brook.broker.broker_configs import RACK_AWARE_SELECTOR
 from brook.broker.settings import BrokerSettings
-from brook.config import validate_topic_config
+from brook.config import TOPIC_CONFIGS, validate_topic_config
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
@@ -76,6 +76,8 @@ def _env_defaults(parser: argparse.ArgumentParser) -> None:
             continue
         if isinstance(action, argparse._StoreTrueAction):
             action.default = raw.lower() in ("1", "true", "yes")
+        elif isinstance(action, argparse._AppendAction):  # BROOK_TOPIC_DEFAULT="a=1 b=2"
+            action.default = raw.split()
         elif callable(action.type):
             try:
                 action.default = action.type(raw)
@@ -249,15 +251,23 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument("--allow-everyone-if-no-acl-found", choices=("true", "false"), default="false")
 
 
-def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
-    topic_defaults = {}
-    for item in a.topic_default or []:
+def _topic_defaults(items: list[str]) -> dict[str, str]:
+    """--topic-default name=value..., checked as CreateTopics checks a topic's configs."""
+    defaults = {}
+    for item in items:
         key, sep, value = item.partition("=")
         if not sep:
             _fail(f"--topic-default expects name=value, got '{item}'")
+        if key not in TOPIC_CONFIGS:
+            _fail(f"--topic-default {item}: unknown topic config '{key}'; known: {', '.join(TOPIC_CONFIGS)}")
         if (err := validate_topic_config(key, value)) is not None:
             _fail(f"--topic-default {item}: {err}")
-        topic_defaults[key] = value
+        defaults[key] = value
+    return defaults
+
+
+def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
+    topic_defaults = _topic_defaults(a.topic_default or [])
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)
     settings = BrokerSettings(
@@ -386,7 +396,8 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
         "--topic-default",
         action="append",
         metavar="NAME=VALUE",
-        help="broker-wide default for a topic config, e.g. retention.ms=60000",
+        help="broker-wide default for a topic config, e.g. retention.ms=60000 (repeat the flag; "
+        "BROOK_TOPIC_DEFAULT: space-separated pairs)",
     )
     b.add_argument("--offsets-topic-partitions", type=int, default=g.offsets_topic_partitions)
     b.add_argument(
@@ -412,8 +423,21 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("dev", help="local development cluster")
     dsub = d.add_subparsers(dest="dev_command", required=True, parser_class=_Parser)
     up = dsub.add_parser("up", help="start a local Brook and print its bootstrap address")
-    up.add_argument("--data-dir", type=Path, default=None, help="default: a new temporary directory")
-    up.add_argument("--port", type=int, default=9092, help="the first broker's port (others follow)")
+    up.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="default: a new temporary directory; give the printed one again to restart on the same data",
+    )
+    up.add_argument(
+        "--port", type=_port, default=9092, help="the first broker's port (others follow); 0: free ports"
+    )
+    up.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=9308,
+        help="the first broker's /metrics, /healthz and /readyz port (others follow); 0: free ports",
+    )
     up.add_argument("--brokers", type=int, default=3, help="brokers (with etcd); 1: a single node, no etcd")
     up.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
     return p
@@ -448,7 +472,7 @@ def main(argv: list[str] | None = None) -> None:
                 )
             _fail(f"cannot start: {e.strerror or e}")
     elif args.command == "dev":
-        dev_up(args.data_dir, args.port, args.brokers, args.event_loop)
+        dev_up(args.data_dir, args.port, args.brokers, args.event_loop, args.metrics_port)
 
 
 if __name__ == "__main__":

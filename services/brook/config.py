@@ -258,6 +258,19 @@ def validate_group_configs(configs: Mapping[str, str]) -> str | None:
     return None
 
 
+_TYPE_MAX = {"int": 2**31 - 1, "long": 2**63 - 1}
+
+
+def valid_range(d: ConfigDef) -> str:
+    """The values a config takes, as its error messages say them."""
+    if d.type in ("int", "long"):
+        low, high = d.minimum, d.maximum if d.maximum is not None else _TYPE_MAX[d.type]
+        return f"an integer from {low} to {high}" if low is not None else f"an integer up to {high}"
+    if d.valid:
+        return "one of " + ", ".join(d.valid)
+    return {"double": "a number", "boolean": "true or false"}.get(d.type, "a string")
+
+
 def _validate(d: ConfigDef, value: str | None) -> str | None:
     name = d.name
     if value is None:
@@ -266,11 +279,10 @@ def _validate(d: ConfigDef, value: str | None) -> str | None:
         try:
             n = int(value)
         except ValueError:
-            return f"{name} must be an integer, got '{value}'"
-        if d.minimum is not None and n < d.minimum:
-            return f"{name} must be >= {d.minimum}, got {n}"
-        if d.maximum is not None and n > d.maximum:
-            return f"{name} must be <= {d.maximum}, got {n}"
+            return f"{name} must be {valid_range(d)}, got '{value}'"
+        high = d.maximum if d.maximum is not None else _TYPE_MAX[d.type]
+        if (d.minimum is not None and n < d.minimum) or n > high:
+            return f"{name} must be {valid_range(d)}, got {n}"
     elif d.type == "double":
         try:
             float(value)

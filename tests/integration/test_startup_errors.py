@@ -31,8 +31,31 @@ def broker(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
         (["broker"], {"BROOK_PORT": "abc"}, "BROOK_PORT='abc' is not valid for --port"),
         (["--log-level", "LOUD", "broker"], {}, "--log-level LOUD"),
         (["broker"], {"BROOK_EVENT_LOOP": "fast"}, "--event-loop takes one of asyncio, uvloop"),
-        (["broker", "--topic-default", "retention.ms=abc"], {}, "retention.ms must be an integer"),
-        (["broker", "--topic-default", "nope=1"], {}, "unknown topic config 'nope'"),
+        (
+            ["broker", "--topic-default", "retention.ms=abc"],
+            {},
+            "--topic-default retention.ms=abc: retention.ms must be an integer from -1 to 922337203685477",
+        ),
+        (
+            ["broker", "--topic-default", "segment.bytes=99999999999"],
+            {},
+            "segment.bytes must be an integer from 14 to 2147483647, got 99999999999",
+        ),
+        (
+            ["broker", "--topic-default", "cleanup.policy=forever"],
+            {},
+            "--topic-default cleanup.policy=forever: cleanup.policy must be delete, compact",
+        ),
+        (
+            ["broker", "--topic-default", "nope=1"],
+            {},
+            "--topic-default nope=1: unknown topic config 'nope'; known: cleanup.policy, retention.ms",
+        ),
+        (
+            ["broker"],
+            {"BROOK_TOPIC_DEFAULT": "retention.ms=60000 flush.ms=soon"},
+            "flush.ms must be an integer from 0 to",
+        ),
         (["broker", "--listeners", "FOO://127.0.0.1:0"], {}, "FOO"),
     ],
 )

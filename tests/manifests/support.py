@@ -20,6 +20,8 @@ CHART = REPO / "charts" / "brook"
 HELM = REPO / ".tools" / "bin" / "helm"
 INSTALL_SCRIPT = REPO / "scripts" / "install-kube-tools"
 KUBE_VERSIONS = ("1.28.0", "1.37.0")
+# manifests/*.yaml holding Kubernetes objects (kustomization.yaml lists them for `kubectl apply -k`).
+OBJECT_FILES = sorted(p for p in MANIFESTS.glob("*.yaml") if p.name != "kustomization.yaml")
 
 
 def load_all(path: Path) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import yaml
 
 from .conftest import Helm
 from .rbac import expected, grants
-from .support import CHART, KUBE_VERSIONS, MANIFESTS, REPO, cr_errors, docs, load_all
+from .support import CHART, KUBE_VERSIONS, MANIFESTS, OBJECT_FILES, REPO, cr_errors, docs, load_all
 
 Render = Callable[..., str]
 
@@ -102,7 +102,7 @@ def test_everything_render(render: Render) -> None:
 
 def test_chart_renders_the_same_operator_as_manifests(render: Render) -> None:
     chart = by_key(render())
-    ours = {f"{d['kind']}/{d['metadata']['name']}": d for f in MANIFESTS.glob("*.yaml") for d in load_all(f)}
+    ours = {f"{d['kind']}/{d['metadata']['name']}": d for f in OBJECT_FILES for d in load_all(f)}
     for key in (
         "ClusterRole/brook-operator",
         "Role/brook-operator-leader-election",

@@ -11,9 +11,9 @@ import kubernetes_validate
 import pytest
 
 from .rbac import expected, grants
-from .support import KUBE_VERSIONS, MANIFESTS, REPO, load_all
+from .support import KUBE_VERSIONS, MANIFESTS, OBJECT_FILES, REPO, load_all
 
-FILES = sorted(MANIFESTS.glob("*.yaml"))
+FILES = OBJECT_FILES
 
 
 def objects() -> dict[str, dict[str, Any]]:

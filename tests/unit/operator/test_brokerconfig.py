@@ -34,7 +34,7 @@ def test_validation() -> None:
         "listeners is set by the operator and cannot be configured",
         "unknown broker config 'nope'",
         "num.partitions must be an integer, got 'x'",
-        "retention.ms must be >= -1, got -5",
+        "retention.ms must be an integer from -1 to 9223372036854775807, got -5",
     ]
 
 

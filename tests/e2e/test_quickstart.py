@@ -1,0 +1,94 @@
+"""The Kubernetes quick start's commands, run as the READMEs write them, against the in-repo API
+emulator with the real kubectl and helm: `kubectl apply -k manifests/` (namespace first), the quick-start
+Cluster, Topic and client pod; the helm path with the quick-start values; a wrong field refused."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.kubeapi.harness import KubeApi
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def offline_block() -> list[str]:
+    """The kubectl/helm lines of operator/README.md's offline section, as written."""
+    text = (REPO / "operator" / "README.md").read_text()
+    section = text[text.index("### Trying the manifests offline") :]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block is not None
+    return [
+        ln.strip() for ln in block[1].splitlines() if ln.strip().startswith(("kubectl ", "#   or: helm "))
+    ]
+
+
+def run(kube: KubeApi, line: str) -> subprocess.CompletedProcess[str]:
+    """One README line, from the repository root, with the emulator's kubeconfig and tools first."""
+    assert kube.tools is not None
+    argv = shlex.split(line)
+    tool = {"kubectl": kube.tools.kubectl, "helm": kube.tools.helm}[argv[0]]
+    r = subprocess.run(
+        [str(tool), *argv[1:]], cwd=REPO, env=kube.env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, f"{line}\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def get(kube: KubeApi, *args: str) -> dict[str, object]:
+    return json.loads(kube.kubectl("get", *args, "-o", "json").stdout)  # type: ignore[no-any-return]
+
+
+def test_readme_kubectl_lines_apply_the_operator_and_the_quickstart(kubeapi: KubeApi) -> None:
+    lines = offline_block()
+    kubectl_lines = [ln for ln in lines if ln.startswith("kubectl ")]
+    assert kubectl_lines[:2] == [
+        "kubectl apply -k manifests/",
+        "kubectl apply -f manifests/examples/quickstart/",
+    ]
+    main_readme = (REPO / "README.md").read_text()
+    assert "`kubectl apply -k manifests/`" in main_readme
+    assert "`kubectl apply -f manifests/examples/quickstart/`" in main_readme
+    for line in kubectl_lines:
+        run(kubeapi, line)
+
+    assert (
+        get(kubeapi, "namespace", "brook-system")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        == "restricted"
+    )  # type: ignore[index]
+    for crd in ("clusters.brook.dev", "topics.brook.dev", "users.brook.dev"):
+        kubeapi.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
+    deploy = get(kubeapi, "-n", "brook-system", "deployment", "brook-operator")
+    assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "brook-operator"  # type: ignore[index]
+    cluster = get(kubeapi, "cluster", "quickstart")
+    assert cluster["spec"]["replicas"] == 3 and "rack" not in cluster["spec"]  # type: ignore[index,operator]
+    assert get(kubeapi, "topic", "greetings")["spec"]["cluster"] == "quickstart"  # type: ignore[index]
+    pod = get(kubeapi, "pod", "quickstart-client")
+    assert pod["spec"]["containers"][0]["image"] == "ghcr.io/brook-dev/brook:0.1.0"  # type: ignore[index]
+
+    # The server refuses what the CRD schema refuses, as a real API server does.
+    bad = yaml.safe_load((REPO / "manifests/examples/quickstart/cluster.yaml").read_text())
+    bad["metadata"]["name"] = "wrong"
+    bad["spec"]["replicas"] = "three"
+    r = kubeapi.kubectl("apply", "-f", "-", input=yaml.safe_dump(bad), check=False)
+    assert r.returncode != 0 and "spec.replicas" in r.stderr, r.stderr
+
+
+def test_the_helm_path_with_the_quickstart_values(kube_api_factory: Callable[..., KubeApi]) -> None:
+    kube = kube_api_factory(bookmark_interval=1.0)
+    (helm_line,) = [ln for ln in offline_block() if ln.startswith("#   or: helm ")]
+    run(kube, helm_line.removeprefix("#   or: "))
+    deploy = get(kube, "-n", "brook-system", "deployment", "brook-operator")
+    assert deploy["spec"]["replicas"] == 1  # type: ignore[index]
+    run(kube, "kubectl apply -f manifests/examples/quickstart/")
+    etcd = get(kube, "cluster", "quickstart")["spec"]["etcd"]["managed"]  # type: ignore[index]
+    assert etcd["replicas"] == 1 and etcd["storage"] == {"size": "256Mi"}  # type: ignore[index]
