@@ -1,14 +1,16 @@
-"""InitProducerId for idempotent producers (transactions are not supported)."""
+"""InitProducerId: idempotent producers get an id here; transactional ones from the transaction
+coordinator (an id per transactional id, its epoch bumped on every init)."""
 
 from __future__ import annotations
 
 from brook.broker.broker import Broker
 from brook.protocol import messages
-from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.errors import KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
 from .context import Body
+from .transactions import fenced_for
 
 _EPOCH_MAX = 32767
 
@@ -22,10 +24,15 @@ async def handle_init_producer_id(broker: Broker, hdr: RequestHeader) -> Body | 
         "producer_id": -1,
         "producer_epoch": -1,
     }
+    pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
     if req.transactional_id is not None:
-        fields["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        try:
+            fields["producer_id"], fields["producer_epoch"] = await broker.transactions.init_producer_id(
+                req.transactional_id, req.transaction_timeout_ms, pid, epoch
+            )
+        except KafkaError as e:
+            fields["error_code"] = fenced_for(e.code, version, 4)
     else:
-        pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
         if pid >= 0 and 0 <= epoch < _EPOCH_MAX:
             # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
             fields.update(producer_id=pid, producer_epoch=epoch + 1)

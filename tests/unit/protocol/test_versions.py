@@ -55,7 +55,10 @@ def test_note_version_set_and_admin_additions() -> None:
     assert ALL_VERSIONS[ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS] == (0, 0)
     assert ALL_VERSIONS[ApiKey.ALTER_USER_SCRAM_CREDENTIALS] == (0, 0)
     assert ALL_VERSIONS[ApiKey.ELECT_LEADERS] == (0, 2)
-    assert len(ALL_VERSIONS) == 33
+    assert ALL_VERSIONS[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 3)  # 4+: KIP-890's broker verification
+    assert ALL_VERSIONS[ApiKey.END_TXN] == (0, 3)
+    assert ALL_VERSIONS[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
+    assert len(ALL_VERSIONS) == 41
 
 
 def test_flexibility() -> None:
