@@ -179,8 +179,12 @@ class GroupCoordinator:
         if not groups:
             del self._pending_txn[producer_id]
 
-    def has_pending_txn_offsets(self, group_id: str) -> bool:
-        return any(group_id in groups for groups in self._pending_txn.values())
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of the group with transactional offsets awaiting their marker."""
+        out: set[tuple[str, int]] = set()
+        for groups in self._pending_txn.values():
+            out.update(groups.get(group_id, {}))
+        return out
 
     def _replay(self, raw_key: bytes, raw_value: bytes | None) -> None:
         key = decode_key(raw_key)

@@ -57,20 +57,27 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
     )
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+def _fetch_group(
+    broker: Broker, group_id: str, topics: Any, require_stable: bool = False
+) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     code, rows = broker.groups.fetch_offsets(group_id, wanted)
     if code != ErrorCode.NONE and wanted is not None:
         rows = [(t, p, None) for t, ps in wanted for p in ps]
+    # KIP-447: offsets a transaction committed whose marker has not arrived yet are unstable for
+    # clients that ask for stable offsets (they retry).
+    unstable = broker.groups.pending_txn_partitions(group_id) if require_stable else set()
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t, p, value in rows:
+        if (t, p) in unstable:
+            value = None
         by_topic[t].append(
             {
                 "partition_index": p,
                 "committed_offset": value.offset if value else -1,
                 "committed_leader_epoch": value.leader_epoch if value else -1,
                 "metadata": value.metadata if value else "",
-                "error_code": code if code != ErrorCode.NONE else 0,
+                "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if (t, p) in unstable else code,
             }
         )
     return code, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
@@ -82,10 +89,10 @@ async def handle_offset_fetch(broker: Broker, hdr: RequestHeader) -> Body | None
     if v >= 8:
         groups = []
         for g in req.groups:
-            code, topics = _fetch_group(broker, g.group_id, g.topics)
+            code, topics = _fetch_group(broker, g.group_id, g.topics, bool(req.require_stable))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return messages.encode_response(ApiKey.OFFSET_FETCH, v, {"throttle_time_ms": 0, "groups": groups})
-    code, topics = _fetch_group(broker, req.group_id, req.topics)
+    code, topics = _fetch_group(broker, req.group_id, req.topics, v >= 7 and bool(req.require_stable))
     return messages.encode_response(
         ApiKey.OFFSET_FETCH, v, {"throttle_time_ms": 0, "topics": topics, "error_code": code}
     )
