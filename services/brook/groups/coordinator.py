@@ -716,24 +716,8 @@ class GroupCoordinator:
             if group.is_(GroupState.COMPLETING_REBALANCE):
                 return all_(ErrorCode.REBALANCE_IN_PROGRESS)
             self._touch(member)
-        results: dict[tuple[str, int], ErrorCode] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        values: dict[tuple[str, int], OffsetValue] = {}
         now = self.now_ms()
-        for c in commits:
-            key = (c.topic, c.partition)
-            if not topic_exists(c.topic, c.partition):
-                results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif (
-                c.metadata is not None and len(c.metadata.encode()) > self.settings.offset_metadata_max_bytes
-            ):
-                results[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                v = OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now)
-                values[key] = v
-                records.append(
-                    (encode_key(OffsetKey(group_id, c.topic, c.partition)), encode_offset_value(v))
-                )
+        results, records, values = self._offset_records(group_id, commits, topic_exists, now)
         if records:
             try:
                 await self._log.append(self.partition_for(group_id), build_batch(records, now))
@@ -745,6 +729,31 @@ class GroupCoordinator:
             for key in values:
                 results[key] = ErrorCode.NONE
         return results
+
+    def _offset_records(
+        self,
+        group_id: str,
+        commits: list[OffsetCommit],
+        topic_exists: Callable[[str, int], bool],
+        now: int,
+    ) -> tuple[
+        dict[tuple[str, int], ErrorCode], list[tuple[bytes, bytes | None]], dict[tuple[str, int], OffsetValue]
+    ]:
+        """(errors of the refused commits, records to write, values written) of an offset commit."""
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        values: dict[tuple[str, int], OffsetValue] = {}
+        for c in commits:
+            key = (c.topic, c.partition)
+            if not topic_exists(c.topic, c.partition):
+                results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len((c.metadata or "").encode()) > self.settings.offset_metadata_max_bytes:
+                results[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                v = values[key] = OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now)
+                okey = encode_key(OffsetKey(group_id, c.topic, c.partition))
+                records.append((okey, encode_offset_value(v)))
+        return results, records, values
 
     async def commit_txn_offsets(
         self,
@@ -775,20 +784,8 @@ class GroupCoordinator:
                 return all_(ErrorCode.UNKNOWN_MEMBER_ID)
             if generation >= 0 and generation != group.generation:
                 return all_(ErrorCode.ILLEGAL_GENERATION)
-        results: dict[tuple[str, int], ErrorCode] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        values: dict[tuple[str, int], OffsetValue] = {}
         now = self.now_ms()
-        for c in commits:
-            key = (c.topic, c.partition)
-            if not topic_exists(c.topic, c.partition):
-                results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len((c.metadata or "").encode()) > self.settings.offset_metadata_max_bytes:
-                results[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                v = values[key] = OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now)
-                okey = encode_key(OffsetKey(group_id, c.topic, c.partition))
-                records.append((okey, encode_offset_value(v)))
+        results, records, values = self._offset_records(group_id, commits, topic_exists, now)
         if records:
             batch = build_batch(records, now, producer_id, producer_epoch)
             try:

@@ -15,7 +15,7 @@ from brook.protocol.versions import ApiKey
 from .context import Body
 
 
-def _partition_exists(broker: Broker) -> Any:
+def partition_exists(broker: Broker) -> Any:
     def check(topic: str, partition: int) -> bool:
         meta = broker.replicas.topic(topic)
         return meta is not None and 0 <= partition < meta.partitions
@@ -23,10 +23,9 @@ def _partition_exists(broker: Broker) -> Any:
     return check
 
 
-async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
-    v = hdr.api_version
-    req = messages.decode_request(ApiKey.OFFSET_COMMIT, v, hdr.body)
-    commits = [
+def offset_commits(req: Any) -> list[OffsetCommit]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit request."""
+    return [
         OffsetCommit(
             t.name,
             p.partition_index,
@@ -37,13 +36,19 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
         for t in req.topics
         for p in t.partitions
     ]
+
+
+async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.OFFSET_COMMIT, v, hdr.body)
+    commits = offset_commits(req)
     results = await broker.groups.commit_offsets(
         req.group_id,
         req.generation_id_or_member_epoch,
         req.member_id,
         getattr(req, "group_instance_id", None),
         commits,
-        _partition_exists(broker),
+        partition_exists(broker),
     )
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in commits:

@@ -9,7 +9,7 @@ from typing import Any
 
 from brook.broker.broker import Broker
 from brook.broker.txn_markers import write_local
-from brook.groups.coordinator import OFFSETS_TOPIC, OffsetCommit
+from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
@@ -17,7 +17,7 @@ from brook.protocol.versions import ApiKey
 from brook.transactions.state import TxnState
 
 from .context import Body, check_leader
-from .offsets import _partition_exists
+from .offsets import offset_commits, partition_exists
 
 
 def fenced_for(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
@@ -32,7 +32,7 @@ async def handle_add_partitions_to_txn(broker: Broker, hdr: RequestHeader) -> Bo
     req = messages.decode_request(ApiKey.ADD_PARTITIONS_TO_TXN, v, hdr.body)
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     results: dict[tuple[str, int], ErrorCode] = {}
-    unknown = [(t, p) for t, p in wanted if not _partition_exists(broker)(t, p)]
+    unknown = [(t, p) for t, p in wanted if not partition_exists(broker)(t, p)]
     if unknown:  # as Kafka: nothing is added, the others are OPERATION_NOT_ATTEMPTED
         for key in wanted:
             results[key] = (
@@ -94,17 +94,7 @@ async def handle_end_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
 async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.TXN_OFFSET_COMMIT, v, hdr.body)
-    commits = [
-        OffsetCommit(
-            t.name,
-            p.partition_index,
-            p.committed_offset,
-            getattr(p, "committed_leader_epoch", -1),
-            p.committed_metadata,
-        )
-        for t in req.topics
-        for p in t.partitions
-    ]
+    commits = offset_commits(req)
     results = await broker.groups.commit_txn_offsets(
         req.group_id,
         req.producer_id,
@@ -113,7 +103,7 @@ async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body |
         getattr(req, "member_id", "") if v >= 3 else "",
         getattr(req, "group_instance_id", None),
         commits,
-        _partition_exists(broker),
+        partition_exists(broker),
     )
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in commits:
