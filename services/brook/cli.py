@@ -27,6 +27,7 @@ from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import CLIENT_AUTH, TlsSettings
 from brook.server.runner import run
+from brook.transactions import TxnSettings
 
 
 def _fail(message: str) -> NoReturn:
@@ -270,6 +271,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
     topic_defaults = _topic_defaults(a.topic_default or [])
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)
+    txn_rf = a.transaction_state_log_replication_factor or (3 if endpoints else 1)
     settings = BrokerSettings(
         node_id=_node_id(a),
         host=a.host,
@@ -296,6 +298,12 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
             offsets_retention_check_interval_ms=a.offsets_retention_check_interval_ms,
             min_session_timeout_ms=a.group_min_session_timeout_ms,
             initial_rebalance_delay_ms=a.group_initial_rebalance_delay_ms,
+        ),
+        transactions=TxnSettings(
+            state_log_partitions=a.transaction_state_log_num_partitions,
+            state_log_replication_factor=txn_rf,
+            max_timeout_ms=a.transaction_max_timeout_ms,
+            abort_check_interval_ms=a.transaction_abort_timed_out_transaction_cleanup_interval_ms,
         ),
         etcd_endpoints=endpoints,
         cluster_name=a.cluster_name,
@@ -408,6 +416,26 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
         "--offsets-retention-check-interval-ms", type=int, default=g.offsets_retention_check_interval_ms
     )
     b.add_argument("--group-min-session-timeout-ms", type=int, default=g.min_session_timeout_ms)
+    t = TxnSettings()
+    b.add_argument("--transaction-state-log-num-partitions", type=int, default=t.state_log_partitions)
+    b.add_argument(
+        "--transaction-state-log-replication-factor",
+        type=int,
+        default=0,
+        help="default: 3 in a cluster, else 1",
+    )
+    b.add_argument(
+        "--transaction-max-timeout-ms",
+        type=int,
+        default=t.max_timeout_ms,
+        help="largest transaction.timeout.ms a producer may ask for",
+    )
+    b.add_argument(
+        "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
+        type=int,
+        default=t.abort_check_interval_ms,
+        help="how often transactions open longer than their timeout are aborted",
+    )
     b.add_argument("--group-initial-rebalance-delay-ms", type=int, default=g.initial_rebalance_delay_ms)
 
 

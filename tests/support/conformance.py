@@ -6,7 +6,7 @@
     scripts/conformance 0054 0081 0102       # some tests
     scripts/conformance --cluster 0101 0102  # on etcd + 3 brokers in racks RACK0..RACK2; no test
                                              # ids: the list's cluster set
-Tests of features Brook does not have yet (transactions, TLS, SASL) are left out unless --all.
+Tests of features Brook does not have yet (TLS, SASL) are left out unless --all.
 
 It starts what it tests: fresh brokers on free loopback ports, replaced every --fresh-every tests
 (some tests leave hundreds of topics behind), as the kit's README asks. The kit's `run` script runs
@@ -35,12 +35,8 @@ RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 NO_AUTOCREATE = ("0107", "0111")
 # Tests that need 3 brokers whatever the run (0101 creates its topic with 3 replicas in 3 racks).
 CLUSTER_ONLY = ("0101",)
-# Tests for what Brook does not have yet (issue 13: transactions; issue 14: TLS and SASL); --all runs them.
-NOT_YET = {
-    "0055": "transactions", "0061": "transactions", "0098": "transactions", "0103": "transactions",
-    "0129": "transactions", "0137": "transactions", "0097": "SSL", "0126": "SASL OAUTHBEARER",
-    "0135": "SASL", "0142": "SASL",
-}  # fmt: skip
+# Tests for what Brook does not have yet (issue 14: TLS and SASL); --all runs them.
+NOT_YET = {"0097": "SSL", "0126": "SASL OAUTHBEARER", "0135": "SASL", "0142": "SASL"}
 # Tests that take longer than the kit's default 300 s limit against any broker (many session timeouts).
 LONG = {"0113": 1200}
 _RESULT = re.compile(r"^RESULT (\S+) (PASS|FAIL|TIMEOUT|SKIP)\b")

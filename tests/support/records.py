@@ -15,12 +15,13 @@ def batch(
     compression: int = 0,
     timestamp: int = 1_700_000_000_000,
     timestamps: list[int] | None = None,
+    transactional: bool = False,
 ) -> bytes:
     """One batch of `values`; record i's timestamp is timestamps[i] when given, else timestamp + i."""
     b = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=compression,
-        is_transactional=False,
+        is_transactional=transactional,
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,

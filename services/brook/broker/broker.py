@@ -11,18 +11,21 @@ from typing import Any
 
 from brook.config import topic_defaults_of
 from brook.groups import GroupCoordinator
+from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.metadata import AclKey, ScramCredential
 from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.security.acls import table_from_stored
 from brook.security.authorizer import Authorizer
+from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
 from .cluster import ClusterNode
+from .internal_topics import InternalTopic
 from .log_dir_failure import LogDirFailureHandler
-from .offsets_topic import OffsetsTopic
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
 from .topics import LocalMetadataStore, MetadataStore, TopicMeta, assignment_error
+from .txn_markers import TxnMarkerWriter
 
 
 class Broker:
@@ -34,7 +37,13 @@ class Broker:
         if self.cluster is None:
             self.store = store or LocalMetadataStore(settings.data_dir, settings.cluster_id)
         self.replicas = ReplicaManager(settings, self.store)
-        self.groups = GroupCoordinator(OffsetsTopic(self), settings.groups)
+        self.groups = GroupCoordinator(InternalTopic(self, OFFSETS_TOPIC), settings.groups)
+        self.transactions = TransactionCoordinator(
+            InternalTopic(self, TXN_STATE_TOPIC),
+            TxnMarkerWriter(self),
+            self.allocate_producer_id,
+            settings.transactions,
+        )
         self.log_dir_failure = LogDirFailureHandler(self)
         self.authorizer = Authorizer(settings.authorizer)
 
@@ -226,6 +235,19 @@ class Broker:
         await p.wait_committed(outcome.last_offset, 30.0)
         return outcome.base_offset
 
+    def coordinator_partition_loaded(self, topic: str, index: int) -> None:
+        """This broker now leads a partition of a coordinator's topic: the coordinator loads it."""
+        if topic == OFFSETS_TOPIC:
+            self.groups.load_partition(index)
+        elif topic == TXN_STATE_TOPIC:
+            self.transactions.load_partition(index)
+
+    def coordinator_partition_unloaded(self, topic: str, index: int) -> None:
+        if topic == OFFSETS_TOPIC:
+            self.groups.unload_partition(index)
+        elif topic == TXN_STATE_TOPIC:
+            self.transactions.unload_partition(index)
+
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         if self.cluster is not None:
@@ -236,11 +258,13 @@ class Broker:
             self.replicas.open()
         self.replicas.start_timers()
         self.groups.start()
+        self.transactions.start()
         self.log_dir_failure.start()
 
     async def stop(self) -> None:
         await self.log_dir_failure.stop()
         if self.cluster is not None:
             await self.cluster.stop()  # controlled shutdown: leaderships move first
+        await self.transactions.stop()
         await self.groups.stop()
         await self.replicas.stop()

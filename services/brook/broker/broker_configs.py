@@ -86,6 +86,20 @@ DEFS: dict[str, BrokerConfigDef] = {
         _d("replica.lag.time.max.ms", "LONG", "30000", "a follower this far behind leaves the ISR"),
         _d("replica.selector.class", "STRING", None, "chooses the replica a consumer fetches from (KIP-392)"),
         _d("socket.request.max.bytes", "INT", "104857600", "largest request accepted"),
+        _d(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            "INT",
+            "10000",
+            "how often transactions open longer than their timeout are aborted",
+        ),
+        _d("transaction.max.timeout.ms", "INT", "900000", "largest transaction.timeout.ms allowed"),
+        _d("transaction.state.log.num.partitions", "INT", "50", "partitions of __transaction_state"),
+        _d(
+            "transaction.state.log.replication.factor",
+            "SHORT",
+            "3",
+            "replication factor of __transaction_state",
+        ),
         _d("unclean.leader.election.enable", "BOOLEAN", "false", "elect a leader outside the ISR"),
     )
 }
@@ -171,6 +185,12 @@ def static_configs(s: BrokerSettings) -> dict[str, str]:
         "offsets.retention.check.interval.ms": str(s.groups.offsets_retention_check_interval_ms),
         "group.initial.rebalance.delay.ms": str(s.groups.initial_rebalance_delay_ms),
         "group.min.session.timeout.ms": str(s.groups.min_session_timeout_ms),
+        "transaction.state.log.num.partitions": str(s.transactions.state_log_partitions),
+        "transaction.state.log.replication.factor": str(s.transactions.state_log_replication_factor),
+        "transaction.max.timeout.ms": str(s.transactions.max_timeout_ms),
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(
+            s.transactions.abort_check_interval_ms
+        ),
     }
     if s.rack is not None:
         values["broker.rack"] = s.rack

@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.metadata import (
     NO_LEADER,
     AclKey,
@@ -474,12 +473,12 @@ class ClusterNode:
         if st.leader == self.node_id:
             self._unfollow(p)
             p.become_leader(role)
-            if topic == OFFSETS_TOPIC and not was_leader:
-                self.broker.groups.load_partition(index)
+            if not was_leader:
+                self.broker.coordinator_partition_loaded(topic, index)
         else:
             p.become_follower(role)
-            if topic == OFFSETS_TOPIC and was_leader:
-                self.broker.groups.unload_partition(index)
+            if was_leader:
+                self.broker.coordinator_partition_unloaded(topic, index)
             self._follow(p, st.leader)
 
     # -- fetchers ----------------------------------------------------------------------------------

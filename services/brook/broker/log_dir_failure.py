@@ -34,6 +34,7 @@ from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.log import LogDirHealth
 from brook.metadata import EtcdUnavailableError, MetadataError
 from brook.protocol.errors import KafkaError
+from brook.transactions import TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -80,12 +81,16 @@ class LogDirFailureHandler:
             self._task = asyncio.get_running_loop().create_task(self._recover(), name="log-dir-recovery")
             self._task.add_done_callback(_report)
 
-    def _offsets_partitions(self) -> list[int]:
-        return [p.index for p in self._broker.replicas.partitions() if p.topic == OFFSETS_TOPIC]
+    def _coordinator_partitions(self) -> list[tuple[str, int]]:
+        return [
+            (p.topic, p.index)
+            for p in self._broker.replicas.partitions()
+            if p.topic in (OFFSETS_TOPIC, TXN_STATE_TOPIC)
+        ]
 
     def _unload_groups(self) -> None:
-        for index in self._offsets_partitions():
-            self._broker.groups.unload_partition(index)
+        for topic, index in self._coordinator_partitions():
+            self._broker.coordinator_partition_unloaded(topic, index)
 
     async def _recover(self) -> None:
         broker, health = self._broker, self._health
@@ -123,8 +128,8 @@ class LogDirFailureHandler:
 
     def _load_groups(self) -> None:
         try:
-            for index in self._offsets_partitions():
-                self._broker.groups.load_partition(index)
+            for topic, index in self._coordinator_partitions():
+                self._broker.coordinator_partition_loaded(topic, index)
         except KafkaError as e:  # KAFKA_STORAGE_ERROR: the directory failed again meanwhile
             log.warning("reloading consumer groups failed: %s", e)
 

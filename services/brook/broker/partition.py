@@ -13,11 +13,13 @@ import time
 from dataclasses import dataclass, field
 
 from brook.log import PartitionLog
-from brook.protocol.batch import iter_headers
+from brook.log.txn_index import AbortedTxn
+from brook.protocol.batch import BatchHeader, iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.txn_records import build_control_batch, control_type
 from brook.replication.epochs import LeaderEpochCache
 
-from .producer_state import ProducerStateTable
+from .producer_state import CompletedTxn, ProducerStateTable
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +66,7 @@ class Partition:
         self.node_id = node_id
         self.producers = ProducerStateTable()
         self.epochs = LeaderEpochCache()
-        for h in log.iter_batch_headers():
-            self.producers.record(h, h.base_offset)
+        for h in self._rebuild_producers():
             self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         # A single-node partition leads itself; in a cluster it waits for its state from etcd.
         epoch = max(self.epochs.latest_epoch, 0)
@@ -229,6 +230,53 @@ class Partition:
         end is unknown, so ListOffsets answers OFFSET_NOT_AVAILABLE for it (KIP-392)."""
         return self.is_leader and self._epoch_start() > self.high_watermark
 
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed consumers stop: the earliest open transaction's first offset, at most
+        the high watermark they may read to."""
+        hw = self.consumer_high_watermark
+        first = self.producers.first_unstable_offset()
+        return hw if first is None else min(first, hw)
+
+    # -- transactions ------------------------------------------------------------------------------
+    def _rebuild_producers(self) -> list[BatchHeader]:
+        """Producer state (and open transactions) from the log's batch headers; markers are read (a
+        few bytes each) for their type, and aborts missing from the txn index (a crash between the
+        marker and its index entry) are indexed again."""
+        headers = list(self.log.iter_batch_headers())
+        for h in headers:
+            kind = -1
+            if h.is_control:
+                s = self.log.read(h.base_offset, h.size)
+                if s is not None:
+                    kind = control_type(s.read(), 0, h)
+            self._completed(self.producers.record(h, h.base_offset, kind))
+        return headers
+
+    def _completed(self, done: CompletedTxn | None) -> None:
+        if done is None or not done.aborted or done.last_offset <= self.log.last_indexed_abort:
+            return
+        first = self.producers.first_unstable_offset()
+        lso = done.last_offset + 1 if first is None else first
+        self.log.record_aborted(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
+
+    def append_marker(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """As the leader, write a transaction's COMMIT/ABORT marker; its offset. An older epoch than the
+        producer's is fenced (a stale coordinator's or producer's)."""
+        if not self.is_leader:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.node_id} does not lead {self.topic}-{self.index}",
+            )
+        self.producers.check_epoch(producer_id, epoch)
+        batch = build_control_batch(producer_id, epoch, commit, coordinator_epoch, int(time.time() * 1000))
+        result = self.log.append(memoryview(batch), leader_epoch=self.leader_epoch)
+        h = iter_headers(batch)[0][1]
+        self._completed(self.producers.record(h, result.base_offset, 1 if commit else 0))
+        self._advance_hw()
+        self.wake_fetchers()
+        return result.base_offset
+
     # -- appends -----------------------------------------------------------------------------------
     def append(self, records: memoryview, acks: int = 1) -> ProduceOutcome:
         """Append a Produce request's records as the leader, deduplicating idempotent retries."""
@@ -246,6 +294,8 @@ class Partition:
         if len(records) == 0:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
         headers = [h for _, h in iter_headers(records)]
+        if any(h.is_control for h in headers):
+            raise KafkaError(ErrorCode.INVALID_RECORD, "clients cannot append control batches")
         duplicates = [self.producers.check(h) for h in headers]
         if duplicates[0] is not None:
             if not all(duplicates):
@@ -257,8 +307,9 @@ class Partition:
             return ProduceOutcome(first.base_offset, last.last_offset, -1, self.log.log_start_offset)
         result = self.log.append(records, leader_epoch=self.leader_epoch)
         offset = result.base_offset
+        now = int(time.time() * 1000)
         for h in headers:
-            self.producers.record(h, offset)
+            self.producers.record(h, offset, now_ms=now)
             offset += h.last_offset_delta + 1
         self._advance_hw()
         self.wake_fetchers()
@@ -268,10 +319,11 @@ class Partition:
 
     def append_replicated(self, records: memoryview) -> None:
         """A follower appends what it fetched from the leader, offsets and epochs as they are."""
-        headers = [h for _, h in iter_headers(records)]
+        headers = iter_headers(records)
         self.log.append(records, assign_offsets=False)
-        for h in headers:
-            self.producers.record(h, h.base_offset)
+        for pos, h in headers:
+            kind = control_type(records, pos, h) if h.is_control else -1
+            self._completed(self.producers.record(h, h.base_offset, kind))
             self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self.wake_fetchers()
 
@@ -288,8 +340,7 @@ class Partition:
         self.epochs.truncate_from_end(offset)
         self._hw = min(self._hw, self.log.log_end_offset)
         self.producers.clear()
-        for h in self.log.iter_batch_headers():
-            self.producers.record(h, h.base_offset)
+        self._rebuild_producers()
 
     # -- DeleteRecords -----------------------------------------------------------------------------
     def delete_records(self, offset: int) -> int:

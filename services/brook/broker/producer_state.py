@@ -4,6 +4,10 @@ For each producer the partition remembers its epoch and the last few batches it 
 and offset). A retried batch that matches one of them is answered with its original offset and not
 written again; a gap in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is fenced.
 State is rebuilt from the log's batch headers at start-up, so it survives a crash.
+
+Transactions (KIP-98): a producer's first transactional batch opens its transaction at that offset; a
+COMMIT/ABORT marker (control batch) closes it. The earliest open transaction bounds the last stable
+offset, up to which read_committed consumers read.
 """
 
 from __future__ import annotations
@@ -13,9 +17,19 @@ from dataclasses import dataclass, field
 
 from brook.protocol.batch import NO_PRODUCER_ID, BatchHeader
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.txn_records import CONTROL_ABORT
 
 CACHED_BATCHES = 5  # Kafka keeps the last 5: max.in.flight.requests.per.connection for idempotence
 _SEQ_MAX = 2**31 - 1
+NO_SEQUENCE = -1  # coordinator writes (markers, transactional offset commits) carry no sequence
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the marker
+    aborted: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +57,8 @@ def _next_seq(seq: int) -> int:
 class ProducerStateTable:
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self._txn_start_ms: dict[int, int] = {}
 
     def check(self, h: BatchHeader) -> CachedBatch | None:
         """Validate a batch before append. Returns the cached original when it is a duplicate."""
@@ -52,11 +68,9 @@ class ProducerStateTable:
         if entry is None:
             # Unknown producer (new, or its state aged out with retention): accept from any sequence.
             return None
-        if h.producer_epoch < entry.epoch:
-            raise KafkaError(
-                ErrorCode.INVALID_PRODUCER_EPOCH,
-                f"producer {h.producer_id} epoch {h.producer_epoch} is older than {entry.epoch}",
-            )
+        self.check_epoch(h.producer_id, h.producer_epoch)
+        if h.base_sequence == NO_SEQUENCE and (h.is_control or h.is_transactional):
+            return None
         if h.producer_epoch > entry.epoch:
             if h.base_sequence != 0:
                 raise KafkaError(
@@ -80,16 +94,56 @@ class ProducerStateTable:
             )
         return None
 
-    def record(self, h: BatchHeader, base_offset: int) -> None:
-        """Remember a batch appended at `base_offset` (its header may still carry the client's offset)."""
+    def check_epoch(self, producer_id: int, epoch: int) -> None:
+        entry = self._producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise KafkaError(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                f"producer {producer_id} epoch {epoch} is older than {entry.epoch}",
+            )
+
+    def record(
+        self, h: BatchHeader, base_offset: int, control: int = -1, now_ms: int = 0
+    ) -> CompletedTxn | None:
+        """Remember a batch appended at `base_offset` (its header may still carry the client's offset);
+        `control`: a marker's type. Returns the transaction a marker closed."""
         if h.producer_id == NO_PRODUCER_ID:
-            return
+            return None
         entry = self._producers.get(h.producer_id)
         if entry is None or h.producer_epoch != entry.epoch:
+            batches = entry.batches if entry is not None and h.base_sequence == NO_SEQUENCE else None
             entry = self._producers[h.producer_id] = ProducerEntry(h.producer_epoch)
-        entry.batches.append(
-            CachedBatch(h.base_sequence, h.last_sequence, base_offset, base_offset + h.last_offset_delta)
-        )
+            if batches is not None:  # a marker of a bumped epoch: the old sequences stay known
+                entry.batches = batches
+        if h.is_control:
+            first = self._ongoing.pop(h.producer_id, None)
+            self._txn_start_ms.pop(h.producer_id, None)
+            if first is None:
+                return None
+            return CompletedTxn(h.producer_id, first, base_offset, control == CONTROL_ABORT)
+        if h.is_transactional and h.producer_id not in self._ongoing:
+            self._ongoing[h.producer_id] = base_offset
+            self._txn_start_ms[h.producer_id] = now_ms
+        if h.base_sequence != NO_SEQUENCE:
+            entry.batches.append(
+                CachedBatch(h.base_sequence, h.last_sequence, base_offset, base_offset + h.last_offset_delta)
+            )
+        return None
+
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest open transaction, None when there is none."""
+        return min(self._ongoing.values()) if self._ongoing else None
+
+    def ongoing(self) -> dict[int, int]:
+        return dict(self._ongoing)
+
+    def entries(self) -> dict[int, ProducerEntry]:
+        return self._producers
+
+    def txn_start_ms(self, producer_id: int) -> int:
+        return self._txn_start_ms.get(producer_id, -1)
 
     def clear(self) -> None:
         self._producers.clear()
+        self._ongoing.clear()
+        self._txn_start_ms.clear()

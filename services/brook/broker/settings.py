@@ -11,6 +11,7 @@ from brook.security.listeners import Listener
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import TlsSettings
+from brook.transactions import TxnSettings
 
 
 @dataclass(slots=True)
@@ -39,6 +40,7 @@ class BrokerSettings:
     event_loop: str = "asyncio"  # asyncio (zero-copy sendfile) or uvloop (no loop.sendfile support)
     topic_defaults: dict[str, str] = field(default_factory=dict)  # broker-wide topic config defaults
     groups: GroupSettings = field(default_factory=GroupSettings)
+    transactions: TxnSettings = field(default_factory=TxnSettings)
     # Cluster mode (etcd); empty endpoints: a single node with its metadata in <data_dir>/meta.json.
     etcd_endpoints: list[str] = field(default_factory=list)
     cluster_name: str = "default"

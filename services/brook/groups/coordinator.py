@@ -31,8 +31,10 @@ from brook.protocol.group_records import (
     encode_group_value,
     encode_key,
     encode_offset_value,
-    iter_records,
+    iter_batches,
 )
+from brook.protocol.primitives import java_string_hash
+from brook.protocol.txn_records import CONTROL_COMMIT
 
 from .group import Group, GroupState, JoinResult, Member, StaticRejoin
 
@@ -63,15 +65,6 @@ class OffsetsLog(Protocol):
     def read_batches(self, partition: int) -> Iterator[bytes]: ...
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (UTF-16 code units), so groups map to the partitions Kafka would use."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 2**32 if h >= 2**31 else h
-
-
 @dataclass(frozen=True, slots=True)
 class OffsetCommit:
     topic: str
@@ -90,6 +83,8 @@ class GroupCoordinator:
         self._clock = clock
         self._groups: dict[str, Group] = {}
         self._offsets: dict[str, dict[tuple[str, int], OffsetValue]] = {}
+        # TxnOffsetCommit offsets waiting for their transaction's marker: producer id -> group -> offsets
+        self._pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetValue]]] = {}
         self._loaded: set[int] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -133,13 +128,20 @@ class GroupCoordinator:
         if partition in self._loaded:
             return
         for chunk in self._log.read_batches(partition):
-            for _, key, value in iter_records(chunk):
-                if key is None:
+            for batch in iter_batches(chunk):
+                if batch.control_type >= 0:
+                    self._complete_txn(partition, batch.producer_id, batch.control_type == CONTROL_COMMIT)
                     continue
-                try:
-                    self._replay(key, value)
-                except Exception as e:  # a record we cannot read must not stop the coordinator
-                    log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
+                for key, value in batch.records:
+                    if key is None:
+                        continue
+                    try:
+                        if batch.transactional:
+                            self._replay_txn_offset(batch.producer_id, key, value)
+                        else:
+                            self._replay(key, value)
+                    except Exception as e:  # a record we cannot read must not stop the coordinator
+                        log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
         self._loaded.add(partition)
 
     def unload_partition(self, partition: int) -> None:
@@ -150,6 +152,39 @@ class GroupCoordinator:
             self._fail_waiters(group, ErrorCode.NOT_COORDINATOR)
         for gid in [g for g in self._offsets if self.partition_for(g) == partition]:
             del self._offsets[gid]
+        for groups in self._pending_txn.values():
+            for gid in [g for g in groups if self.partition_for(g) == partition]:
+                del groups[gid]
+
+    def _replay_txn_offset(self, producer_id: int, raw_key: bytes, raw_value: bytes | None) -> None:
+        key = decode_key(raw_key)
+        if isinstance(key, OffsetKey) and raw_value is not None:
+            pending = self._pending_txn.setdefault(producer_id, {}).setdefault(key.group, {})
+            pending[(key.topic, key.partition)] = decode_offset_value(raw_value)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A COMMIT/ABORT marker was written to `partition` of __consumer_offsets: the transaction's
+        offsets for the groups there become committed, or are dropped."""
+        if partition in self._loaded:
+            self._complete_txn(partition, producer_id, commit)
+
+    def _complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        groups = self._pending_txn.get(producer_id)
+        if not groups:
+            return
+        for gid in [g for g in groups if self.partition_for(g) == partition]:
+            offsets = groups.pop(gid)
+            if commit:
+                self._offsets.setdefault(gid, {}).update(offsets)
+        if not groups:
+            del self._pending_txn[producer_id]
+
+    def pending_txn_partitions(self, group_id: str) -> set[tuple[str, int]]:
+        """Partitions of the group with transactional offsets awaiting their marker."""
+        out: set[tuple[str, int]] = set()
+        for groups in self._pending_txn.values():
+            out.update(groups.get(group_id, {}))
+        return out
 
     def _replay(self, raw_key: bytes, raw_value: bytes | None) -> None:
         key = decode_key(raw_key)
@@ -681,24 +716,8 @@ class GroupCoordinator:
             if group.is_(GroupState.COMPLETING_REBALANCE):
                 return all_(ErrorCode.REBALANCE_IN_PROGRESS)
             self._touch(member)
-        results: dict[tuple[str, int], ErrorCode] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        values: dict[tuple[str, int], OffsetValue] = {}
         now = self.now_ms()
-        for c in commits:
-            key = (c.topic, c.partition)
-            if not topic_exists(c.topic, c.partition):
-                results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif (
-                c.metadata is not None and len(c.metadata.encode()) > self.settings.offset_metadata_max_bytes
-            ):
-                results[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                v = OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now)
-                values[key] = v
-                records.append(
-                    (encode_key(OffsetKey(group_id, c.topic, c.partition)), encode_offset_value(v))
-                )
+        results, records, values = self._offset_records(group_id, commits, topic_exists, now)
         if records:
             try:
                 await self._log.append(self.partition_for(group_id), build_batch(records, now))
@@ -707,6 +726,75 @@ class GroupCoordinator:
                     results[key] = e.code
                 return results
             self._offsets.setdefault(group_id, {}).update(values)
+            for key in values:
+                results[key] = ErrorCode.NONE
+        return results
+
+    def _offset_records(
+        self,
+        group_id: str,
+        commits: list[OffsetCommit],
+        topic_exists: Callable[[str, int], bool],
+        now: int,
+    ) -> tuple[
+        dict[tuple[str, int], ErrorCode], list[tuple[bytes, bytes | None]], dict[tuple[str, int], OffsetValue]
+    ]:
+        """(errors of the refused commits, records to write, values written) of an offset commit."""
+        results: dict[tuple[str, int], ErrorCode] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        values: dict[tuple[str, int], OffsetValue] = {}
+        for c in commits:
+            key = (c.topic, c.partition)
+            if not topic_exists(c.topic, c.partition):
+                results[key] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len((c.metadata or "").encode()) > self.settings.offset_metadata_max_bytes:
+                results[key] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                v = values[key] = OffsetValue(c.offset, c.leader_epoch, c.metadata or "", now)
+                okey = encode_key(OffsetKey(group_id, c.topic, c.partition))
+                records.append((okey, encode_offset_value(v)))
+        return results, records, values
+
+    async def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        commits: list[OffsetCommit],
+        topic_exists: Callable[[str, int], bool],
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """TxnOffsetCommit (KIP-98, KIP-447): written now as the producer's transactional records,
+        applied when the transaction's COMMIT marker reaches this group's partition."""
+
+        def all_(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
+            return {(c.topic, c.partition): code for c in commits}
+
+        try:
+            self.check_coordinator(group_id)
+        except KafkaError as e:
+            return all_(e.code)
+        group = self._groups.get(group_id)
+        if generation >= 0 or member_id:  # KIP-447: the producer's consumer must still be a member
+            if group is None:
+                return all_(ErrorCode.ILLEGAL_GENERATION)
+            if member_id and member_id not in group.members:
+                return all_(ErrorCode.UNKNOWN_MEMBER_ID)
+            if generation >= 0 and generation != group.generation:
+                return all_(ErrorCode.ILLEGAL_GENERATION)
+        now = self.now_ms()
+        results, records, values = self._offset_records(group_id, commits, topic_exists, now)
+        if records:
+            batch = build_batch(records, now, producer_id, producer_epoch)
+            try:
+                await self._log.append(self.partition_for(group_id), batch)
+            except KafkaError as e:
+                for key in values:
+                    results[key] = e.code
+                return results
+            self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
             for key in values:
                 results[key] = ErrorCode.NONE
         return results

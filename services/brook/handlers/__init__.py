@@ -31,6 +31,16 @@ from .reassignments import handle_alter_partition_reassignments, handle_list_par
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
+from .transactions import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_producers,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+    handle_txn_offset_commit,
+    handle_write_txn_markers,
+)
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.PRODUCE: handle_produce,
@@ -45,6 +55,14 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    ApiKey.END_TXN: handle_end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     ApiKey.JOIN_GROUP: handle_join_group,
     ApiKey.SYNC_GROUP: handle_sync_group,

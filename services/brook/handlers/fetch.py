@@ -7,6 +7,9 @@ Fetch from follower (KIP-392): consumers sending Fetch v11+ (with their rack) ma
 replica, a follower reading up to the high watermark its leader last sent it. With
 --replica-selector-class RackAwareReplicaSelector a leader answers a consumer in another rack with the
 in-sync follower of the consumer's rack as `preferred_read_replica` (no records, at once).
+
+read_committed (isolation level 1): records up to the last stable offset only, with the aborted
+transactions of that range from the log's txn index (no record is read to find them).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ def _read(
     """(topics, bytes read, partitions to watch, whether a preferred read replica was named)."""
     remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
     follower = req.replica_id >= 0
+    committed = not follower and req.isolation_level == 1
     any_replica = not follower and version >= 11  # the request carries the client's rack (KIP-392)
     select = any_replica and bool(req.rack_id) and broker.settings.replica_selector_class is not None
     racks = {n: rack for n, _, _, rack in broker.brokers()} if select else {}
@@ -91,29 +95,38 @@ def _read(
                 if follower:
                     p.record_follower_fetch(req.replica_id, fp.fetch_offset, fp.log_start_offset)
                 hw = p.high_watermark if follower else p.consumer_high_watermark
+                lso = hw if follower else p.last_stable_offset
                 if select:
                     preferred = preferred_read_replica(p, req.rack_id, fp.fetch_offset, racks)
                     if preferred is not None:
-                        lso = p.log.log_start_offset
-                        parts.append(FetchPartitionResult(fp.partition, 0, hw, hw, lso, None, preferred))
+                        start = p.log.log_start_offset
+                        parts.append(FetchPartitionResult(fp.partition, 0, hw, lso, start, None, preferred))
                         redirected = True
                         continue
                 limit = min(fp.partition_max_bytes, remaining)
                 records: bytes | RecordsRef | None = None
+                aborted: list[tuple[int, int]] = []
                 if limit > 0 or total == 0:
-                    # Consumers read up to the high watermark; followers up to the log end.
+                    # Consumers read up to the high watermark (read_committed: the last stable offset);
+                    # followers up to the log end.
                     s = p.log.read(
                         fp.fetch_offset,
                         max(limit, 0),
-                        max_offset=None if follower else hw,
+                        max_offset=None if follower else (lso if committed else hw),
                         min_one=total == 0,
                     )
                     if s is not None:
                         records = s if s.size >= SENDFILE_MIN_BYTES else s.read()
                         total += s.size
                         remaining -= s.size
+                        if committed:
+                            aborted = [
+                                (a.producer_id, a.first_offset)
+                                for a in p.log.aborted_transactions(fp.fetch_offset, lso)
+                            ]
                 watched.append((name, fp.partition))
-                parts.append(FetchPartitionResult(fp.partition, 0, hw, hw, p.log.log_start_offset, records))
+                start = p.log.log_start_offset
+                parts.append(FetchPartitionResult(fp.partition, 0, hw, lso, start, records, aborted=aborted))
             except KafkaError as e:
                 parts.append(FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None))
         topics.append(FetchTopicResult(name, meta.topic_id if meta else (ft.topic_id or bytes(16)), parts))

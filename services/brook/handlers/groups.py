@@ -11,6 +11,7 @@ from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
+from brook.transactions import TXN_STATE_TOPIC
 
 from .authorized import Operation, ResourceType, allowed, authorized_operations, failed, filter_allowed
 from .context import CLIENT_HOST, LISTENER_NAME, Body
@@ -31,17 +32,20 @@ async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any
             error_code=failed(rtype), error_message=f"DESCRIBE on {rtype.name.lower()} '{key}' denied"
         )
         return entry
-    if key_type != 0:
-        entry.update(
-            error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message="transactions are not supported"
-        )
+    if key_type not in (0, 1):
+        entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"unknown key type {key_type}")
         return entry
     if not key:
-        entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message="the group id is empty")
+        what = "group id" if key_type == 0 else "transactional id"
+        entry.update(error_code=ErrorCode.INVALID_REQUEST, error_message=f"the {what} is empty")
         return entry
     try:
-        await broker.groups.ensure_offsets_topic()
-        leader = broker.partition_state(OFFSETS_TOPIC, broker.groups.partition_for(key))[0]
+        if key_type == 0:
+            await broker.groups.ensure_offsets_topic()
+            leader = broker.partition_state(OFFSETS_TOPIC, broker.groups.partition_for(key))[0]
+        else:
+            await broker.transactions.ensure_topic()
+            leader = broker.partition_state(TXN_STATE_TOPIC, broker.transactions.partition_for(key))[0]
     except KafkaError as e:  # the offsets topic is being created, or not yet known here: retriable
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=e.message)
         return entry

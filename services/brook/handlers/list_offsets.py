@@ -43,10 +43,13 @@ def _partition(broker: Broker, topic: str, index: int, replica_id: int, current_
     return p
 
 
-def _lookup(p: Partition, ts: int, replica_id: int, version: int) -> Answer:
+def _lookup(p: Partition, ts: int, replica_id: int, version: int, isolation_level: int = 0) -> Answer:
     client = replica_id == CONSUMER
-    # Brook has no transactions: the last stable offset is the high watermark.
-    last_fetchable = p.high_watermark if client else p.log.log_end_offset
+    # read_committed consumers see up to the last stable offset, others up to the high watermark.
+    if client:
+        last_fetchable = p.last_stable_offset if isolation_level == 1 else p.high_watermark
+    else:
+        last_fetchable = p.log.log_end_offset
     lagging = client and p.hw_lags_epoch_start
 
     def not_available() -> KafkaError:
@@ -101,7 +104,8 @@ async def handle_list_offsets(broker: Broker, hdr: RequestHeader) -> Body | None
                     )
                 current_epoch = getattr(p, "current_leader_epoch", -1)
                 part = _partition(broker, t.name, p.partition_index, replica_id, current_epoch)
-                ts, off, epoch = _lookup(part, p.timestamp, replica_id, version)
+                isolation = getattr(req, "isolation_level", 0) or 0
+                ts, off, epoch = _lookup(part, p.timestamp, replica_id, version, isolation)
             except KafkaError as e:
                 error = e.code
             parts.append(

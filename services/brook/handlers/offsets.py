@@ -16,7 +16,7 @@ from .authorized import Operation, ResourceType, allowed, filter_allowed
 from .context import Body
 
 
-def _partition_exists(broker: Broker) -> Any:
+def partition_exists(broker: Broker) -> Any:
     def check(topic: str, partition: int) -> bool:
         meta = broker.replicas.topic(topic)
         return meta is not None and 0 <= partition < meta.partitions
@@ -24,10 +24,9 @@ def _partition_exists(broker: Broker) -> Any:
     return check
 
 
-async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
-    v = hdr.api_version
-    req = messages.decode_request(ApiKey.OFFSET_COMMIT, v, hdr.body)
-    commits = [
+def offset_commits(req: Any) -> list[OffsetCommit]:
+    """The offsets of an OffsetCommit or TxnOffsetCommit request."""
+    return [
         OffsetCommit(
             t.name,
             p.partition_index,
@@ -38,6 +37,12 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
         for t in req.topics
         for p in t.partitions
     ]
+
+
+async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.OFFSET_COMMIT, v, hdr.body)
+    commits = offset_commits(req)
     # READ on the group, then READ on each topic (Kafka's order): denied commits are not made.
     results: dict[tuple[str, int], ErrorCode] = {}
     if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
@@ -56,7 +61,7 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
                 req.member_id,
                 getattr(req, "group_instance_id", None),
                 [c for c in commits if c.topic in readable],
-                _partition_exists(broker),
+                partition_exists(broker),
             )
         )
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -71,7 +76,9 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
     )
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode, list[dict[str, Any]]]:
+def _fetch_group(
+    broker: Broker, group_id: str, topics: Any, require_stable: bool = False
+) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     rows: list[Any] = []
     if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
@@ -82,6 +89,9 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode,
         rows = [(t, p, None) for t, ps in wanted for p in ps]
     # Topics the principal may not describe: refused when named, left out when all are asked for.
     visible = filter_allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, {t for t, _, _ in rows})
+    # KIP-447: offsets a transaction committed whose marker has not arrived yet are unstable for
+    # clients that ask for stable offsets (they retry).
+    unstable = broker.groups.pending_txn_partitions(group_id) if require_stable else set()
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for t, p, value in rows:
         if t not in visible:
@@ -94,13 +104,15 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any) -> tuple[ErrorCode,
                     }
                 )
             continue
+        if (t, p) in unstable:
+            value = None
         by_topic[t].append(
             {
                 "partition_index": p,
                 "committed_offset": value.offset if value else -1,
                 "committed_leader_epoch": value.leader_epoch if value else -1,
                 "metadata": value.metadata if value else "",
-                "error_code": code if code != ErrorCode.NONE else 0,
+                "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT if (t, p) in unstable else code,
             }
         )
     return code, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
@@ -112,10 +124,10 @@ async def handle_offset_fetch(broker: Broker, hdr: RequestHeader) -> Body | None
     if v >= 8:
         groups = []
         for g in req.groups:
-            code, topics = _fetch_group(broker, g.group_id, g.topics)
+            code, topics = _fetch_group(broker, g.group_id, g.topics, bool(req.require_stable))
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return messages.encode_response(ApiKey.OFFSET_FETCH, v, {"throttle_time_ms": 0, "groups": groups})
-    code, topics = _fetch_group(broker, req.group_id, req.topics)
+    code, topics = _fetch_group(broker, req.group_id, req.topics, v >= 7 and bool(req.require_stable))
     return messages.encode_response(
         ApiKey.OFFSET_FETCH, v, {"throttle_time_ms": 0, "topics": topics, "error_code": code}
     )

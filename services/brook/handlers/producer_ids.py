@@ -1,4 +1,5 @@
-"""InitProducerId for idempotent producers (transactions are not supported)."""
+"""InitProducerId: idempotent producers get an id here; transactional ones from the transaction
+coordinator (an id per transactional id, its epoch bumped on every init)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed
 from .context import CLIENT_HOST, PRINCIPAL, Body
+from .transactions import fenced_for
 
 _EPOCH_MAX = 32767
 
@@ -23,12 +25,20 @@ async def handle_init_producer_id(broker: Broker, hdr: RequestHeader) -> Body | 
         "producer_id": -1,
         "producer_epoch": -1,
     }
+    pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
     if req.transactional_id is not None:
-        fields["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            fields["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            return messages.encode_response(ApiKey.INIT_PRODUCER_ID, version, fields)
+        try:
+            fields["producer_id"], fields["producer_epoch"] = await broker.transactions.init_producer_id(
+                req.transactional_id, req.transaction_timeout_ms, pid, epoch
+            )
+        except KafkaError as e:
+            fields["error_code"] = fenced_for(e.code, version, 4)
     elif not _may_be_idempotent(broker):
         fields["error_code"] = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     else:
-        pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
         if pid >= 0 and 0 <= epoch < _EPOCH_MAX:
             # KIP-360: an idempotent producer bumps its epoch to reset sequences after an error.
             fields.update(producer_id=pid, producer_epoch=epoch + 1)

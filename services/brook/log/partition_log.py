@@ -30,6 +30,7 @@ from brook.log.file_slice import FileSlice
 from brook.log.recovery import load_segments
 from brook.log.retention import expired_segment_count
 from brook.log.segment import MAX_RELATIVE_OFFSET, Segment, TimestampAndOffset
+from brook.log.txn_index import AbortedTxn, TxnIndex
 from brook.protocol.batch import BatchHeader
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -58,6 +59,7 @@ class PartitionLog:
         log_start_offset: int,
         cleaner_checkpoint: CleanerCheckpoint | None = None,
         health: LogDirHealth | None = None,
+        txn_index: TxnIndex | None = None,
     ) -> None:
         self.directory = directory
         self._name = directory.name
@@ -70,6 +72,7 @@ class PartitionLog:
         self._first_unflushed_ms: int | None = None
         self._closed = False
         self._cleaner_checkpoint = cleaner_checkpoint
+        self._txn_index = txn_index if txn_index is not None else TxnIndex(directory, [])
 
     @classmethod
     def open(
@@ -91,8 +94,9 @@ class PartitionLog:
             # first segment.
             start = min(max(checkpoint or 0, segments[0].base_offset), segments[-1].next_offset)
             cleaned = read_cleaner_checkpoint(directory)
-            plog = cls(directory, config, clock, segments, start, cleaned, health)
+            plog = cls(directory, config, clock, segments, start, cleaned, health, TxnIndex.load(directory))
             plog._delete_segments_below(start)  # a crash after an advance's checkpoint, before its deletions
+            plog._sync_txn_index()
         return plog
 
     # ---- state
@@ -301,6 +305,25 @@ class PartitionLog:
                 best = segment
         return best.max_timestamp_record() if best is not None else None
 
+    # ---- aborted transactions
+
+    def record_aborted(self, entry: AbortedTxn) -> None:
+        """Index a transaction aborted by the marker just appended at entry.last_offset."""
+        self._check_open()
+        with self._health.guard("txn index write of", self._name):
+            i = self._segment_index(entry.last_offset)
+            self._txn_index.append(entry, self._segments[i].base_offset)
+
+    @property
+    def last_indexed_abort(self) -> int:
+        return self._txn_index.last_offset
+
+    def aborted_transactions(self, start: int, upper: int) -> list[AbortedTxn]:
+        return self._txn_index.collect(start, upper)
+
+    def _sync_txn_index(self) -> None:
+        self._txn_index.sync([s.base_offset for s in self._segments], self.log_end_offset)
+
     # ---- retention and truncation
 
     def apply_retention(self) -> int:
@@ -328,6 +351,7 @@ class PartitionLog:
                 self._log_start_offset = start
             else:
                 self._set_log_start_offset(start)
+                self._sync_txn_index()
         return n
 
     def advance_log_start_offset(self, offset: int) -> bool:
@@ -356,6 +380,8 @@ class PartitionLog:
         for segment in segments[:n]:  # oldest first, so a crash leaves a contiguous log
             segment.delete()
         del segments[:n]
+        if n:
+            self._sync_txn_index()
 
     def _set_log_start_offset(self, offset: int) -> None:
         if offset != self._log_start_offset:
@@ -378,6 +404,7 @@ class PartitionLog:
         cleaned = self._cleaner_checkpoint
         if cleaned is not None:
             self._set_cleaner_checkpoint(CleanerCheckpoint(offset, cleaned.oldest_tombstone_ms))
+        self._sync_txn_index()
         self._unflushed_records = 0
         self._first_unflushed_ms = None
 
@@ -405,6 +432,7 @@ class PartitionLog:
         cleaned = self._cleaner_checkpoint
         if cleaned is not None and cleaned.offset > offset:
             self._set_cleaner_checkpoint(CleanerCheckpoint(offset, cleaned.oldest_tombstone_ms))
+        self._sync_txn_index()
         self._unflushed_records = 0
         self._first_unflushed_ms = None
 
@@ -431,6 +459,8 @@ class PartitionLog:
             )
             if checkpoint is not None:
                 self._set_cleaner_checkpoint(checkpoint)
+            if stats.segments_cleaned:
+                self._sync_txn_index()
         return stats
 
     def dirty_ratio(self) -> float:

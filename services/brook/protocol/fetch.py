@@ -98,6 +98,8 @@ class FetchPartitionResult:
     log_start_offset: int
     records: bytes | bytearray | memoryview | RecordsRef | None
     preferred_read_replica: int = -1
+    # (producer id, first offset) of aborted transactions in the returned range (read_committed)
+    aborted: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -240,13 +242,14 @@ def decode_fetch_request(version: int, body: memoryview) -> FetchRequest:
     )
 
 
-# Fixed part of a response partition up to (and including) the records length, by version:
-# partition, error_code, high_watermark, last_stable_offset, [log_start_offset], aborted_transactions
-# (always the EMPTY array), [preferred_read_replica], [records length when not flexible].
-_RESP_P4 = struct.Struct(">ihqqii")
-_RESP_P5 = struct.Struct(">ihqqqii")
-_RESP_P11 = struct.Struct(">ihqqqiii")
-_RESP_P12 = struct.Struct(">ihqqqBi")  # compact empty array = 0x01; records length follows as uvarint
+# Fixed parts of a response partition, by version: partition, error_code, high_watermark,
+# last_stable_offset, [log_start_offset]; then aborted_transactions; then [preferred_read_replica] and
+# [records length when not flexible].
+_RESP_P4 = struct.Struct(">ihqq")
+_RESP_P5 = struct.Struct(">ihqqq")
+_RESP_TAIL4 = struct.Struct(">i")
+_RESP_TAIL11 = struct.Struct(">ii")
+_ABORTED = struct.Struct(">qq")
 _RESP_TOP7 = struct.Struct(">ihi")  # throttle_time_ms, error_code, session_id
 
 
@@ -287,26 +290,25 @@ def encode_fetch_response(
                 size = len(rec)
             else:
                 size = rec.size
+            if version >= 5:
+                cur += _RESP_P5.pack(
+                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset
+                )
+            else:
+                cur += _RESP_P4.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
+            aborted = p.aborted
+            cur += uvarint_bytes(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+            for pid, first in aborted:
+                cur += _ABORTED.pack(pid, first)
+                if flexible:
+                    cur.append(0)
             if flexible:
-                cur += _RESP_P12.pack(
-                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset,
-                    p.log_start_offset, 1, p.preferred_read_replica,
-                )  # fmt: skip
+                cur += _I32.pack(p.preferred_read_replica)
                 cur += uvarint_bytes(size + 1)
             elif version >= 11:
-                cur += _RESP_P11.pack(
-                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset,
-                    p.log_start_offset, 0, p.preferred_read_replica, size,
-                )  # fmt: skip
-            elif version >= 5:
-                cur += _RESP_P5.pack(
-                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset,
-                    p.log_start_offset, 0, size,
-                )  # fmt: skip
+                cur += _RESP_TAIL11.pack(p.preferred_read_replica, size)
             else:
-                cur += _RESP_P4.pack(
-                    p.partition, p.error_code, p.high_watermark, p.last_stable_offset, 0, size
-                )
+                cur += _RESP_TAIL4.pack(size)
             if rec is not None and size:
                 if isinstance(rec, (bytes, bytearray, memoryview)):
                     parts.append(cur)

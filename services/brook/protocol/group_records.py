@@ -160,20 +160,51 @@ def decode_group_value(raw: bytes) -> GroupValue:
     return GroupValue(protocol_type, generation, protocol, leader, ts, members)
 
 
-def build_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """An uncompressed magic-2 batch of (key, value) records; offsets are assigned by the log."""
+def build_batch(
+    records: Sequence[tuple[bytes, bytes | None]],
+    timestamp_ms: int,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+) -> bytes:
+    """An uncompressed magic-2 batch of (key, value) records; offsets are assigned by the log. With a
+    producer id: a transactional batch of that producer (TxnOffsetCommit), without sequence."""
     b = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
+        is_transactional=producer_id >= 0,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
         base_sequence=-1,
         batch_size=2**30,
     )
     for i, (key, value) in enumerate(records):
         b.append(i, timestamp=timestamp_ms, key=key, value=value, headers=[])
     return bytes(b.build())
+
+
+@dataclass(frozen=True, slots=True)
+class StoredBatch:
+    producer_id: int
+    transactional: bool
+    control_type: int  # -1: a data batch; else CONTROL_ABORT / CONTROL_COMMIT
+    records: list[tuple[bytes | None, bytes | None]]
+
+
+def iter_batches(batches: bytes) -> Iterator[StoredBatch]:
+    """Every whole batch of a run with its producer, transactional bit and (for markers) type."""
+    pos, n = 0, len(batches)
+    while pos + 12 <= n:
+        size = 12 + struct.unpack_from(">i", batches, pos + 8)[0]
+        if pos + size > n:
+            break
+        batch = DefaultRecordBatch(batches[pos : pos + size])
+        records = [(rec.key, rec.value) for rec in batch]
+        kind = -1
+        if batch.is_control_batch:
+            key = records[0][0] if records else None
+            kind = struct.unpack_from(">h", key, 2)[0] if key is not None and len(key) >= 4 else 0
+        yield StoredBatch(batch.producer_id, batch.is_transactional, kind, records)
+        pos += size
 
 
 def iter_records(batches: bytes) -> Iterator[tuple[int, bytes | None, bytes | None]]:

@@ -52,6 +52,16 @@ def uvarint_size(value: int) -> int:
     return 5
 
 
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (UTF-16 code units), so keys map to the partitions Kafka would use
+    (groups to __consumer_offsets, transactional ids to __transaction_state)."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 2**32 if h >= 2**31 else h
+
+
 class Reader:
     """Sequential reader over one request body. `pos` is public so callers can slice around it."""
 

@@ -1,2 +1,6 @@
-"""Kafka transactions (KIP-98): the transaction coordinator, its state machine and the
-`__transaction_state` records. Below the broker: it reaches logs and peers through ports."""
+"""Transactions (KIP-98): the transaction coordinator and its state machine, kept in
+`__transaction_state`."""
+
+from .coordinator import TXN_STATE_TOPIC, MarkerWriter, TransactionCoordinator, TxnSettings, TxnStateLog
+
+__all__ = ["TXN_STATE_TOPIC", "MarkerWriter", "TransactionCoordinator", "TxnSettings", "TxnStateLog"]

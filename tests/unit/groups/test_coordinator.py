@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
-from brook.groups.coordinator import GroupCoordinator, GroupSettings, OffsetCommit, java_string_hash
+from brook.groups.coordinator import GroupCoordinator, GroupSettings, OffsetCommit
 from brook.groups.group import GroupState
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.primitives import java_string_hash
 
 
 class MemoryOffsetsLog:

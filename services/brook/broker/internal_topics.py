@@ -1,11 +1,11 @@
-"""`__consumer_offsets` as the group coordinator sees it: the partitions this broker leads."""
+"""The coordinators' internal topics (`__consumer_offsets` for groups, `__transaction_state` for
+transactions) as each coordinator sees its topic: the partitions this broker leads."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.protocol.batch import LOG_OVERHEAD, peek_offset_and_size
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -15,17 +15,18 @@ if TYPE_CHECKING:
 _READ_CHUNK = 1024 * 1024
 
 
-class OffsetsTopic:
-    def __init__(self, broker: Broker) -> None:
+class InternalTopic:
+    def __init__(self, broker: Broker, name: str) -> None:
         self._broker = broker
+        self.name = name
 
     async def ensure_topic(self, partitions: int, replication_factor: int) -> None:
-        # Fewer brokers than offsets.topic.replication.factor (a small cluster): use them all rather
-        # than leaving consumer groups without a coordinator.
+        # Fewer brokers than the replication factor (a small cluster): use them all rather than leaving
+        # groups or transactions without a coordinator.
         rf = max(1, min(replication_factor, len(self._broker.brokers())))
         try:
             await self._broker.create_topic(
-                OFFSETS_TOPIC,
+                self.name,
                 partitions,
                 rf,
                 {"cleanup.policy": "compact", "segment.bytes": str(100 * 1024 * 1024)},
@@ -41,22 +42,28 @@ class OffsetsTopic:
         if self._broker.replicas.log_dir.offline:
             return False  # nothing can be loaded from it or written to it
         try:
-            return self._broker.partition_state(OFFSETS_TOPIC, partition)[0] == self._broker.node_id
+            return self._broker.partition_state(self.name, partition)[0] == self._broker.node_id
         except KafkaError:
             return False
 
+    def leader_epoch(self, partition: int) -> int:
+        try:
+            return self._broker.partition_state(self.name, partition)[1]
+        except KafkaError:
+            return -1
+
     async def append(self, partition: int, batch: bytes) -> None:
         try:
-            await self._broker.append_committed(OFFSETS_TOPIC, partition, memoryview(batch))
+            await self._broker.append_committed(self.name, partition, memoryview(batch))
         except KafkaError as e:
             if e.code != ErrorCode.KAFKA_STORAGE_ERROR:
                 raise
-            # As Kafka's group coordinator: the log is gone from this broker, so is the coordinator.
+            # As Kafka's coordinators: the log is gone from this broker, so is the coordinator.
             raise KafkaError(ErrorCode.NOT_COORDINATOR, e.message) from e
 
     def read_batches(self, partition: int) -> Iterator[bytes]:
         """Whole batches from the log start to its end, in chunks."""
-        plog = self._broker.replicas.partition(OFFSETS_TOPIC, partition).log
+        plog = self._broker.replicas.partition(self.name, partition).log
         offset = plog.log_start_offset
         while True:
             s = plog.read(offset, _READ_CHUNK)

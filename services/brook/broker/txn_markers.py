@@ -1,0 +1,148 @@
+"""Transaction markers: written here for the partitions this broker leads, sent as WriteTxnMarkers to
+the leaders of the others (over the inter-broker listener, one connection per broker, one request at a
+time as Kafka's TransactionMarkerChannelManager does per destination)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from brook.groups.coordinator import OFFSETS_TOPIC
+from brook.protocol import messages
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.versions import ApiKey
+from brook.replication.peer import PeerConnection
+
+from .inter_broker import peer_security
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+Partition = tuple[str, int]
+_VERSION = 1
+_MARKER_TIMEOUT_S = 30.0
+
+
+async def write_marker(
+    broker: Broker, topic: str, index: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
+) -> None:
+    """Append one marker as the partition's leader and wait for the in-sync replicas (acks=all)."""
+    p = broker.replicas.partition(topic, index)
+    offset = p.append_marker(producer_id, epoch, commit, coordinator_epoch)
+    await p.wait_committed(offset, _MARKER_TIMEOUT_S)
+    if topic == OFFSETS_TOPIC:
+        broker.groups.complete_txn(index, producer_id, commit)
+
+
+class TxnMarkerWriter:
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+        self._peers: dict[int, tuple[PeerConnection, asyncio.Lock]] = {}
+
+    async def write_markers(
+        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, partitions: list[Partition]
+    ) -> dict[Partition, ErrorCode]:
+        by_leader: dict[int, list[Partition]] = {}
+        results: dict[Partition, ErrorCode] = {}
+        for topic, index in partitions:
+            try:
+                leader = self._broker.partition_state(topic, index)[0]
+            except KafkaError as e:
+                results[(topic, index)] = e.code
+                continue
+            by_leader.setdefault(leader, []).append((topic, index))
+        sends = [
+            self._send(leader, producer_id, epoch, commit, coordinator_epoch, parts)
+            for leader, parts in by_leader.items()
+        ]
+        for answer in await asyncio.gather(*sends):
+            results.update(answer)
+        return results
+
+    async def _send(
+        self, leader: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
+        parts: list[Partition],
+    ) -> dict[Partition, ErrorCode]:  # fmt: skip
+        if leader == self._broker.node_id:
+            return await write_local(self._broker, producer_id, epoch, commit, coordinator_epoch, parts)
+        if leader < 0:
+            return dict.fromkeys(parts, ErrorCode.LEADER_NOT_AVAILABLE)
+        by_topic: dict[str, list[int]] = {}
+        for t, i in parts:
+            by_topic.setdefault(t, []).append(i)
+        body = messages.encode_request(
+            ApiKey.WRITE_TXN_MARKERS,
+            _VERSION,
+            {
+                "markers": [
+                    {
+                        "producer_id": producer_id,
+                        "producer_epoch": epoch,
+                        "transaction_result": commit,
+                        "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                        "coordinator_epoch": coordinator_epoch,
+                    }
+                ]
+            },
+        )
+        try:
+            conn, lock = self._peer(leader)
+            async with lock:
+                raw = await conn.request(ApiKey.WRITE_TXN_MARKERS, _VERSION, body)
+            resp = messages.decode_response(ApiKey.WRITE_TXN_MARKERS, _VERSION, raw)
+        except (ConnectionError, TimeoutError, OSError, KafkaError) as e:
+            log.debug("WriteTxnMarkers to broker %d failed: %s", leader, e)
+            self._drop(leader)
+            return dict.fromkeys(parts, ErrorCode.NETWORK_EXCEPTION)
+        out: dict[Partition, ErrorCode] = dict.fromkeys(parts, ErrorCode.UNKNOWN_SERVER_ERROR)
+        for m in resp.markers:
+            for t in m.topics:
+                for p in t.partitions:
+                    out[(t.name, p.partition_index)] = ErrorCode(p.error_code)
+        return out
+
+    def _peer(self, node: int) -> tuple[PeerConnection, asyncio.Lock]:
+        entry = self._peers.get(node)
+        endpoint = self._broker.endpoint(node)
+        if endpoint is None:
+            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node} is not live")
+        if entry is None or (entry[0].host, entry[0].port) != endpoint:
+            self._drop(node)
+            security = peer_security(self._broker.settings)
+            conn = PeerConnection(
+                endpoint[0],
+                endpoint[1],
+                f"brook-txn-markers-{self._broker.node_id}",
+                ssl_context=security.ssl_context,
+                authenticate=security.authenticate,
+            )
+            entry = self._peers[node] = (conn, asyncio.Lock())
+        return entry
+
+    def _drop(self, node: int) -> None:
+        entry = self._peers.pop(node, None)
+        if entry is not None:
+            entry[0].close()
+
+    def close(self) -> None:
+        for node in list(self._peers):
+            self._drop(node)
+
+
+async def write_local(
+    broker: Broker, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, parts: list[Partition]
+) -> dict[Partition, ErrorCode]:
+    """Markers to partitions this broker leads, all at once; an error code per partition."""
+
+    async def one(topic: str, index: int) -> ErrorCode:
+        try:
+            await write_marker(broker, topic, index, producer_id, epoch, commit, coordinator_epoch)
+        except KafkaError as e:
+            return e.code
+        return ErrorCode.NONE
+
+    codes = await asyncio.gather(*(one(t, i) for t, i in parts))
+    return dict(zip(parts, codes, strict=True))

@@ -1,0 +1,225 @@
+"""AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit (clients to the transaction or group
+coordinator), WriteTxnMarkers (coordinator to partition leaders), DescribeTransactions,
+ListTransactions and DescribeProducers. InitProducerId is in producer_ids.py."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from brook.broker.broker import Broker
+from brook.broker.txn_markers import write_local
+from brook.groups.coordinator import OFFSETS_TOPIC
+from brook.protocol import messages
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.frames import RequestHeader
+from brook.protocol.versions import ApiKey
+from brook.transactions.state import TxnState
+
+from .context import Body, check_leader
+from .offsets import offset_commits, partition_exists
+
+
+def fenced_for(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
+    """PRODUCER_FENCED (KIP-588) is INVALID_PRODUCER_EPOCH to clients older than `first_version`."""
+    if code == ErrorCode.PRODUCER_FENCED and version < first_version:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
+
+
+async def handle_add_partitions_to_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.ADD_PARTITIONS_TO_TXN, v, hdr.body)
+    wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
+    results: dict[tuple[str, int], ErrorCode] = {}
+    unknown = [(t, p) for t, p in wanted if not partition_exists(broker)(t, p)]
+    if unknown:  # as Kafka: nothing is added, the others are OPERATION_NOT_ATTEMPTED
+        for key in wanted:
+            results[key] = (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if key in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
+            )
+    else:
+        code = ErrorCode.NONE
+        try:
+            await broker.transactions.add_partitions(
+                req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                req.v3_and_below_producer_epoch, wanted,
+            )  # fmt: skip
+        except KafkaError as e:
+            code = fenced_for(e.code, v, 2)
+        results = dict.fromkeys(wanted, code)
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (t, p), code in results.items():
+        by_topic[t].append({"partition_index": p, "partition_error_code": code})
+    return messages.encode_response(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        v,
+        {
+            "throttle_time_ms": 0,
+            "results_by_topic_v3_and_below": [
+                {"name": t, "results_by_partition": ps} for t, ps in by_topic.items()
+            ],
+        },
+    )
+
+
+async def handle_add_offsets_to_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.ADD_OFFSETS_TO_TXN, v, hdr.body)
+    code = ErrorCode.NONE
+    try:
+        await broker.groups.ensure_offsets_topic()
+        partition = (OFFSETS_TOPIC, broker.groups.partition_for(req.group_id))
+        await broker.transactions.add_partitions(
+            req.transactional_id, req.producer_id, req.producer_epoch, [partition]
+        )
+    except KafkaError as e:
+        code = fenced_for(e.code, v, 2)
+    return messages.encode_response(ApiKey.ADD_OFFSETS_TO_TXN, v, {"throttle_time_ms": 0, "error_code": code})
+
+
+async def handle_end_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.END_TXN, v, hdr.body)
+    code = ErrorCode.NONE
+    try:
+        await broker.transactions.end_txn(
+            req.transactional_id, req.producer_id, req.producer_epoch, req.committed
+        )
+    except KafkaError as e:
+        code = fenced_for(e.code, v, 2)
+    return messages.encode_response(ApiKey.END_TXN, v, {"throttle_time_ms": 0, "error_code": code})
+
+
+async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.TXN_OFFSET_COMMIT, v, hdr.body)
+    commits = offset_commits(req)
+    results = await broker.groups.commit_txn_offsets(
+        req.group_id,
+        req.producer_id,
+        req.producer_epoch,
+        getattr(req, "generation_id", -1) if v >= 3 else -1,
+        getattr(req, "member_id", "") if v >= 3 else "",
+        getattr(req, "group_instance_id", None),
+        commits,
+        partition_exists(broker),
+    )
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in commits:
+        code = results[(c.topic, c.partition)]
+        if code == ErrorCode.INVALID_PRODUCER_EPOCH and v >= 3:
+            code = ErrorCode.PRODUCER_FENCED
+        by_topic[c.topic].append({"partition_index": c.partition, "error_code": code})
+    return messages.encode_response(
+        ApiKey.TXN_OFFSET_COMMIT,
+        v,
+        {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]},
+    )
+
+
+async def handle_write_txn_markers(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.WRITE_TXN_MARKERS, v, hdr.body)
+    out: list[dict[str, Any]] = []
+    for m in req.markers:
+        parts = [(t.name, p) for t in m.topics for p in t.partition_indexes]
+        codes = await write_local(
+            broker, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch, parts
+        )
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for (t, p), code in codes.items():
+            by_topic[t].append({"partition_index": p, "error_code": code})
+        out.append(
+            {
+                "producer_id": m.producer_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+        )
+    return messages.encode_response(ApiKey.WRITE_TXN_MARKERS, v, {"markers": out})
+
+
+async def handle_describe_transactions(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.DESCRIBE_TRANSACTIONS, v, hdr.body)
+    states: list[dict[str, Any]] = []
+    for tid in req.transactional_ids:
+        entry: dict[str, Any] = {"transactional_id": tid, "error_code": 0, "transaction_state": "",
+                                 "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
+                                 "producer_id": -1, "producer_epoch": -1, "topics": []}  # fmt: skip
+        try:
+            meta = broker.transactions.describe(tid)
+        except KafkaError as e:
+            entry["error_code"] = e.code
+        else:
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for t, p in sorted(meta.partitions):
+                by_topic[t].append(p)
+            entry.update(
+                transaction_state=meta.state.kafka_name,
+                transaction_timeout_ms=meta.timeout_ms,
+                transaction_start_time_ms=meta.start_ms,
+                producer_id=meta.producer_id,
+                producer_epoch=meta.producer_epoch,
+                topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            )
+        states.append(entry)
+    return messages.encode_response(
+        ApiKey.DESCRIBE_TRANSACTIONS, v, {"throttle_time_ms": 0, "transaction_states": states}
+    )
+
+
+async def handle_list_transactions(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.LIST_TRANSACTIONS, v, hdr.body)
+    wanted_states = set(req.state_filters or [])
+    wanted_pids = set(req.producer_id_filters or [])
+    min_duration = getattr(req, "duration_filter", -1)
+    now = broker.transactions.now_ms()
+    listed: list[dict[str, Any]] = []
+    for meta in broker.transactions.list():
+        name = meta.state.kafka_name
+        if wanted_states and name not in wanted_states:
+            continue
+        if wanted_pids and meta.producer_id not in wanted_pids:
+            continue
+        if min_duration >= 0 and (meta.state is not TxnState.ONGOING or now - meta.start_ms < min_duration):
+            continue
+        listed.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
+                       "transaction_state": name})  # fmt: skip
+    return messages.encode_response(
+        ApiKey.LIST_TRANSACTIONS,
+        v,
+        {"throttle_time_ms": 0, "error_code": 0, "unknown_state_filters": [], "transaction_states": listed},
+    )
+
+
+async def handle_describe_producers(broker: Broker, hdr: RequestHeader) -> Body | None:
+    v = hdr.api_version
+    req = messages.decode_request(ApiKey.DESCRIBE_PRODUCERS, v, hdr.body)
+    topics: list[dict[str, Any]] = []
+    for t in req.topics:
+        parts: list[dict[str, Any]] = []
+        for index in t.partition_indexes:
+            entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None,
+                                     "active_producers": []}  # fmt: skip
+            try:
+                p = broker.replicas.partition(t.name, index)
+                check_leader(p)
+                ongoing = p.producers.ongoing()
+                entry["active_producers"] = [
+                    {
+                        "producer_id": pid,
+                        "producer_epoch": e.epoch,
+                        "last_sequence": e.last_seq,
+                        "last_timestamp": -1,
+                        "coordinator_epoch": -1,
+                        "current_txn_start_offset": ongoing.get(pid, -1),
+                    }
+                    for pid, e in sorted(p.producers.entries().items())
+                ]
+            except KafkaError as e:
+                entry.update(error_code=e.code, error_message=e.message)
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return messages.encode_response(ApiKey.DESCRIBE_PRODUCERS, v, {"throttle_time_ms": 0, "topics": topics})

@@ -1,0 +1,343 @@
+"""The transaction coordinator (KIP-98): producer ids and epochs per transactional id, the partitions of
+each open transaction, and the two-phase end (Prepare written, markers to every partition, Complete
+written).
+
+The coordinator of a transactional id is the leader of `__transaction_state` partition
+abs(javaHashCode(id)) % transaction.state.log.num.partitions, as in Kafka. Every state change is a
+record there, appended (acks=all) before it is acknowledged; a new leader replays the partition and
+finishes the transactions it finds in PrepareCommit/PrepareAbort. The room reaches logs and other
+brokers only through the ports below, which the broker implements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.group_records import build_batch, iter_records
+from brook.protocol.primitives import java_string_hash
+from brook.protocol.txn_records import (
+    TxnLogValue,
+    decode_txn_key,
+    decode_txn_value,
+    encode_txn_key,
+    encode_txn_value,
+)
+
+from . import state as sm
+from .state import Partition, TxnMetadata, TxnState
+
+log = logging.getLogger(__name__)
+
+TXN_STATE_TOPIC = "__transaction_state"
+_MARKER_RETRY_S = 0.2
+
+
+@dataclass(slots=True)
+class TxnSettings:
+    state_log_partitions: int = 50  # transaction.state.log.num.partitions
+    state_log_replication_factor: int = 1  # transaction.state.log.replication.factor
+    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
+    abort_check_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+
+
+class TxnStateLog(Protocol):
+    """The `__transaction_state` partitions, as the broker gives them."""
+
+    async def ensure_topic(self, partitions: int, replication_factor: int) -> None: ...
+    def is_local_leader(self, partition: int) -> bool: ...
+    def leader_epoch(self, partition: int) -> int: ...
+    def topic_exists(self, topic: str) -> bool: ...
+    async def append(self, partition: int, batch: bytes) -> None: ...
+    def read_batches(self, partition: int) -> Iterator[bytes]: ...
+
+
+class MarkerWriter(Protocol):
+    """Writes COMMIT/ABORT markers to the leaders of the given partitions (this broker or others)."""
+
+    async def write_markers(
+        self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, partitions: list[Partition]
+    ) -> dict[Partition, ErrorCode]: ...
+
+
+# Errors after which a marker is not retried: the partition is gone.
+# (INVALID_PRODUCER_EPOCH: the producer moved past this epoch there already, the transaction with it.)
+_MARKER_GIVE_UP = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+    ErrorCode.INVALID_PRODUCER_EPOCH,
+}
+
+
+class TransactionCoordinator:
+    def __init__(
+        self,
+        log_: TxnStateLog,
+        markers: MarkerWriter,
+        allocate_producer_id: Callable[[], Awaitable[int]],
+        settings: TxnSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._log = log_
+        self._markers = markers
+        self._allocate = allocate_producer_id
+        self.settings = settings
+        self._clock = clock
+        self._txns: dict[str, TxnMetadata] = {}
+        self._loaded: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch at load)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._completing: dict[str, asyncio.Task[None]] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def start(self) -> None:
+        if self._log.topic_exists(TXN_STATE_TOPIC):
+            for p in range(self.settings.state_log_partitions):
+                if self._log.is_local_leader(p):
+                    self.load_partition(p)
+        self._tasks.append(asyncio.create_task(self._abort_expired_loop()))
+
+    async def stop(self) -> None:
+        for t in [*self._tasks, *self._completing.values()]:
+            t.cancel()
+        for t in [*self._tasks, *self._completing.values()]:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._tasks.clear()
+        self._completing.clear()
+
+    def partition_for(self, transactional_id: str) -> int:
+        return abs(java_string_hash(transactional_id)) % self.settings.state_log_partitions
+
+    async def ensure_topic(self) -> None:
+        if not self._log.topic_exists(TXN_STATE_TOPIC):
+            await self._log.ensure_topic(
+                self.settings.state_log_partitions, self.settings.state_log_replication_factor
+            )
+            for p in range(self.settings.state_log_partitions):
+                if self._log.is_local_leader(p):
+                    self._loaded[p] = self._log.leader_epoch(p)
+
+    def load_partition(self, partition: int) -> None:
+        """Replay one partition (this broker now leads it) and finish what was being ended."""
+        if partition in self._loaded:
+            return
+        found: dict[str, TxnMetadata | None] = {}
+        for chunk in self._log.read_batches(partition):
+            for _, key, value in iter_records(chunk):
+                if key is None:
+                    continue
+                try:
+                    tid = decode_txn_key(key)
+                    found[tid] = None if value is None else _from_value(tid, decode_txn_value(value))
+                except ValueError as e:  # a record we cannot read must not stop the coordinator
+                    log.warning("skipping unreadable %s record: %s", TXN_STATE_TOPIC, e)
+        self._loaded[partition] = self._log.leader_epoch(partition)
+        for tid, meta in found.items():
+            if meta is None:
+                self._txns.pop(tid, None)
+                continue
+            self._txns[tid] = meta
+            if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                self._complete_later(meta)
+
+    def unload_partition(self, partition: int) -> None:
+        self._loaded.pop(partition, None)
+        for tid in [t for t in self._txns if self.partition_for(t) == partition]:
+            del self._txns[tid]
+            task = self._completing.pop(tid, None)
+            if task is not None:
+                task.cancel()
+
+    def _check_coordinator(self, transactional_id: str) -> int:
+        """The coordinator epoch of the id's partition; NOT_COORDINATOR when this broker is not it."""
+        if not transactional_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "the transactional id is empty")
+        p = self.partition_for(transactional_id)
+        epoch = self._loaded.get(p)
+        if epoch is None or not self._log.is_local_leader(p):
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, f"not the coordinator of {transactional_id!r}")
+        return epoch
+
+    # -- persistence ---------------------------------------------------------------------------------
+    async def _write(self, current: TxnMetadata | None, new: TxnMetadata) -> TxnMetadata:
+        """Append the new state (acks=all), then make it current; CONCURRENT_TRANSACTIONS meanwhile."""
+        if current is not None:
+            current.pending = True
+        value = TxnLogValue(
+            new.producer_id, new.producer_epoch, new.timeout_ms, int(new.state),
+            tuple(sorted(new.partitions)), new.last_update_ms, new.start_ms,
+        )  # fmt: skip
+        batch = build_batch([(encode_txn_key(new.transactional_id), encode_txn_value(value))], self.now_ms())
+        try:
+            await self._log.append(self.partition_for(new.transactional_id), batch)
+        except KafkaError as e:
+            if current is not None:
+                current.pending = False
+            code = e.code
+            if code not in (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE):
+                # Kafka's mapping of a failed state-log append: the client finds the coordinator again.
+                code = (
+                    ErrorCode.NOT_COORDINATOR
+                    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR)
+                    else ErrorCode.COORDINATOR_NOT_AVAILABLE
+                )
+            raise KafkaError(code, e.message) from e
+        new.pending = False
+        if current is not None and self._txns.get(new.transactional_id) is not current:
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, "the coordinator moved during the write")
+        self._txns[new.transactional_id] = new
+        return new
+
+    # -- InitProducerId ------------------------------------------------------------------------------
+    async def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, expected_pid: int = -1, expected_epoch: int = -1
+    ) -> tuple[int, int]:
+        """(producer id, epoch) for a transactional producer; raises KafkaError with Kafka's codes."""
+        if timeout_ms <= 0 or timeout_ms > self.settings.max_timeout_ms:
+            raise KafkaError(
+                ErrorCode.INVALID_TRANSACTION_TIMEOUT,
+                f"transaction.timeout.ms {timeout_ms} must be in 1..{self.settings.max_timeout_ms} "
+                "(transaction.max.timeout.ms)",
+            )
+        self._check_coordinator(transactional_id)
+        now = self.now_ms()
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            if expected_pid >= 0:
+                raise KafkaError(ErrorCode.INVALID_PRODUCER_ID_MAPPING, "unknown transactional id")
+            pid = await self._allocate()
+            meta = self._txns.get(transactional_id)  # another init may have raced the allocation
+            if meta is None:
+                new = TxnMetadata(transactional_id, pid, 0, timeout_ms, last_update_ms=now)
+                new = await self._write(None, new)
+                return new.producer_id, new.producer_epoch
+        decision = sm.init_decision(meta, expected_pid, expected_epoch)
+        if decision == "return":
+            return meta.producer_id, meta.producer_epoch
+        if decision == "fence-abort":
+            await self._begin_end(meta, sm.fence_and_abort(meta, now))
+            raise KafkaError(
+                ErrorCode.CONCURRENT_TRANSACTIONS, "aborting the previous producer's transaction"
+            )
+        new_pid = await self._allocate() if sm.needs_new_producer_id(meta) else None
+        new = await self._write(meta, sm.bumped(meta, new_pid, timeout_ms, now))
+        return new.producer_id, new.producer_epoch
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn --------------------------------------------------------
+    async def add_partitions(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: Iterable[Partition]
+    ) -> None:
+        self._check_coordinator(transactional_id)
+        meta = sm.check_producer(self._txns.get(transactional_id), producer_id, epoch)
+        new = sm.add_partitions(meta, set(partitions), self.now_ms())
+        if new is not None:
+            await self._write(meta, new)
+
+    # -- EndTxn --------------------------------------------------------------------------------------
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
+        """Answered once the Prepare state is written; the markers follow in the background."""
+        self._check_coordinator(transactional_id)
+        meta = self._txns.get(transactional_id)
+        if meta is not None and meta.producer_id == producer_id and epoch == meta.last_producer_epoch:
+            # A retry from before a bump this producer made itself (KIP-360) is fenced as Kafka does.
+            raise sm.fenced(ErrorCode.PRODUCER_FENCED)
+        meta = sm.check_producer(meta, producer_id, epoch)
+        new = sm.end_decision(meta, commit, self.now_ms())
+        if new is not None:
+            await self._begin_end(meta, new)
+
+    async def _begin_end(self, meta: TxnMetadata, prepare: TxnMetadata) -> None:
+        written = await self._write(meta, prepare)
+        self._complete_later(written)
+
+    def _complete_later(self, meta: TxnMetadata) -> None:
+        tid = meta.transactional_id
+        task = asyncio.get_running_loop().create_task(self._complete(meta))
+        self._completing[tid] = task
+        task.add_done_callback(
+            lambda t: self._completing.pop(tid, None) if self._completing.get(tid) is t else None
+        )
+
+    async def _complete(self, meta: TxnMetadata) -> None:
+        """Markers to every partition (retried until each is written or gone), then Complete."""
+        commit = meta.state is TxnState.PREPARE_COMMIT
+        tid = meta.transactional_id
+        remaining = sorted(meta.partitions)
+        while remaining:
+            coordinator_epoch = self._loaded.get(self.partition_for(tid))
+            if coordinator_epoch is None:
+                return  # no longer the coordinator: the new one finishes it
+            results = await self._markers.write_markers(
+                meta.producer_id, meta.producer_epoch, commit, coordinator_epoch, remaining
+            )
+            failed = [
+                p
+                for p in remaining
+                if results.get(p, ErrorCode.NONE) not in (ErrorCode.NONE, *_MARKER_GIVE_UP)
+            ]
+            for p in failed:
+                log.debug("txn %s: marker for %s-%d not written: %s", tid, p[0], p[1], results[p].name)
+            remaining = failed
+            if remaining:
+                await asyncio.sleep(_MARKER_RETRY_S)
+        while self._txns.get(tid) is meta:
+            try:
+                await self._write(meta, sm.completed(meta, self.now_ms()))
+                return
+            except KafkaError as e:
+                if e.code == ErrorCode.NOT_COORDINATOR:
+                    return
+                log.warning("txn %s: could not record its completion: %s", tid, e)
+                await asyncio.sleep(_MARKER_RETRY_S)
+
+    # -- timeouts ------------------------------------------------------------------------------------
+    async def abort_expired(self) -> int:
+        """Abort (with a bumped epoch: the silent producer is fenced) transactions open too long."""
+        now = self.now_ms()
+        n = 0
+        for meta in list(self._txns.values()):
+            if sm.expired(meta, now) and self.partition_for(meta.transactional_id) in self._loaded:
+                log.info(
+                    "aborting transaction %s: open longer than %d ms", meta.transactional_id, meta.timeout_ms
+                )
+                try:
+                    await self._begin_end(meta, sm.fence_and_abort(meta, now))
+                    n += 1
+                except KafkaError as e:
+                    log.warning("could not abort expired transaction %s: %s", meta.transactional_id, e)
+        return n
+
+    async def _abort_expired_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.abort_check_interval_ms / 1000)
+            try:
+                await self.abort_expired()
+            except Exception:
+                log.exception("aborting expired transactions failed")
+
+    # -- introspection -------------------------------------------------------------------------------
+    def describe(self, transactional_id: str) -> TxnMetadata:
+        self._check_coordinator(transactional_id)
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_NOT_FOUND, f"no transaction {transactional_id!r}")
+        return meta
+
+    def list(self) -> list[TxnMetadata]:
+        return [m for t, m in sorted(self._txns.items()) if self.partition_for(t) in self._loaded]
+
+
+def _from_value(tid: str, v: TxnLogValue) -> TxnMetadata:
+    return TxnMetadata(
+        tid, v.producer_id, v.producer_epoch, v.timeout_ms, TxnState(v.state), set(v.partitions),
+        v.start_ms, v.last_update_ms,
+    )  # fmt: skip

@@ -1,0 +1,78 @@
+"""A partition's transactions: open transactions hold the last stable offset, markers close them, aborts
+are indexed, and all of it is rebuilt from the log after a restart (and on a follower)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from brook.broker.partition import Partition
+from brook.config import TopicConfig
+from brook.log import PartitionLog
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.txn_records import build_control_batch
+from tests.support.records import batch
+
+
+def open_partition(path: Path) -> Partition:
+    return Partition("t", 0, PartitionLog.open(path, TopicConfig()), node_id=0, leads=True)
+
+
+def txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0) -> memoryview:
+    values = [b"v%d" % i for i in range(n)]
+    return memoryview(
+        batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True)
+    )
+
+
+def test_lso_follows_open_transactions_and_aborts_are_indexed(tmp_path: Path) -> None:
+    p = open_partition(tmp_path / "t-0")
+    p.append(memoryview(batch([b"plain"])))  # offset 0
+    p.append(txn_batch(7, 0))  # 1-2: producer 7 opens a transaction
+    p.append(txn_batch(8, 0))  # 3-4: producer 8 too
+    assert p.last_stable_offset == 1
+    assert p.producers.ongoing() == {7: 1, 8: 3}
+    commit_at = p.append_marker(7, 0, True, 0)  # 5
+    assert p.last_stable_offset == 3
+    abort_at = p.append_marker(8, 0, False, 0)  # 6
+    assert p.last_stable_offset == p.high_watermark == 7
+    assert (commit_at, abort_at) == (5, 6)
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in p.log.aborted_transactions(0, 7)] == [
+        (8, 3, 6)
+    ]
+    p.append(txn_batch(8, 0, epoch=1))  # 7-8: a new transaction of a new epoch is open at restart
+    p.log.close()
+
+    again = open_partition(tmp_path / "t-0")
+    assert again.producers.ongoing() == {8: 7}
+    assert again.last_stable_offset == 7
+    assert [a.last_offset for a in again.log.aborted_transactions(0, 10)] == [6]
+
+
+def test_markers_fence_older_epochs_and_clients_cannot_write_them(tmp_path: Path) -> None:
+    p = open_partition(tmp_path / "t-0")
+    p.append(txn_batch(7, 0, epoch=2))
+    with pytest.raises(KafkaError) as e:
+        p.append_marker(7, 1, False, 0)
+    assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    p.append_marker(7, 3, False, 0)  # a fencing abort with the bumped epoch
+    with pytest.raises(KafkaError) as e:
+        p.append(txn_batch(7, 2, epoch=2))  # the zombie's next batch
+    assert e.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    with pytest.raises(KafkaError) as e:
+        p.append(memoryview(build_control_batch(7, 3, True, 0, 0)))
+    assert e.value.code == ErrorCode.INVALID_RECORD
+
+
+def test_a_crash_between_marker_and_index_entry_is_repaired(tmp_path: Path) -> None:
+    p = open_partition(tmp_path / "t-0")
+    p.append(txn_batch(7, 0))
+    p.append_marker(7, 0, False, 0)
+    p.log.close()
+    for f in (tmp_path / "t-0").glob("*.txnindex"):
+        f.unlink()  # as if the process died before the entry was written
+    again = open_partition(tmp_path / "t-0")
+    assert [(a.producer_id, a.first_offset, a.last_offset) for a in again.log.aborted_transactions(0, 5)] == [
+        (7, 0, 2)
+    ]
