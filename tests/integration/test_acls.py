@@ -329,3 +329,20 @@ def test_acls_in_etcd_reach_every_broker(tmp_path: Path) -> None:
         eventually(refused, 60, "alice to be refused after the ACL is deleted")
     finally:
         cluster.stop()
+
+
+def test_a_transactional_producer_needs_write_on_its_transactional_id(env: Env) -> None:
+    topic, tid = _name("txn-"), _name("tid-")
+    _create_topics(env.admin, topic)
+    _grant(env.admin, _acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
+    conf = {**env.user("alice"), "transactional.id": tid}
+    refused = Producer(conf)
+    with pytest.raises(KafkaException) as e:
+        refused.init_transactions(30)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    _grant(env.admin, _acl(ResourceType.TRANSACTIONAL_ID, tid, AclOperation.WRITE))
+    p = Producer(conf)
+    p.init_transactions(30)
+    p.begin_transaction()
+    p.produce(topic, b"in a transaction")
+    p.commit_transaction(30)

@@ -16,6 +16,7 @@ from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 from brook.transactions.state import TxnState
 
+from .authorized import Operation, ResourceType, allowed, allowed_cluster, filter_allowed
 from .context import Body, check_leader
 from .offsets import offset_commits, partition_exists
 
@@ -32,8 +33,20 @@ async def handle_add_partitions_to_txn(broker: Broker, hdr: RequestHeader) -> Bo
     req = messages.decode_request(ApiKey.ADD_PARTITIONS_TO_TXN, v, hdr.body)
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     results: dict[tuple[str, int], ErrorCode] = {}
-    unknown = [(t, p) for t, p in wanted if not partition_exists(broker)(t, p)]
-    if unknown:  # as Kafka: nothing is added, the others are OPERATION_NOT_ATTEMPTED
+    # WRITE on the transactional id, then on each topic (Kafka's order); nothing is added if any fails.
+    tid = req.v3_and_below_transactional_id
+    writable = filter_allowed(broker, Operation.WRITE, ResourceType.TOPIC, {t for t, _ in wanted})
+    unknown = [(t, p) for t, p in wanted if t in writable and not partition_exists(broker)(t, p)]
+    if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+        results = dict.fromkeys(wanted, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif len(writable) < len({t for t, _ in wanted}):
+        for key in wanted:
+            results[key] = (
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                if key[0] not in writable
+                else ErrorCode.OPERATION_NOT_ATTEMPTED
+            )
+    elif unknown:  # as Kafka: nothing is added, the others are OPERATION_NOT_ATTEMPTED
         for key in wanted:
             results[key] = (
                 ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if key in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
@@ -68,6 +81,10 @@ async def handle_add_offsets_to_txn(broker: Broker, hdr: RequestHeader) -> Body 
     req = messages.decode_request(ApiKey.ADD_OFFSETS_TO_TXN, v, hdr.body)
     code = ErrorCode.NONE
     try:
+        if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         await broker.groups.ensure_offsets_topic()
         partition = (OFFSETS_TOPIC, broker.groups.partition_for(req.group_id))
         await broker.transactions.add_partitions(
@@ -83,6 +100,8 @@ async def handle_end_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
     req = messages.decode_request(ApiKey.END_TXN, v, hdr.body)
     code = ErrorCode.NONE
     try:
+        if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         await broker.transactions.end_txn(
             req.transactional_id, req.producer_id, req.producer_epoch, req.committed
         )
@@ -95,16 +114,25 @@ async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body |
     v = hdr.api_version
     req = messages.decode_request(ApiKey.TXN_OFFSET_COMMIT, v, hdr.body)
     commits = offset_commits(req)
-    results = await broker.groups.commit_txn_offsets(
-        req.group_id,
-        req.producer_id,
-        req.producer_epoch,
-        getattr(req, "generation_id", -1) if v >= 3 else -1,
-        getattr(req, "member_id", "") if v >= 3 else "",
-        getattr(req, "group_instance_id", None),
-        commits,
-        partition_exists(broker),
-    )
+    # READ on the group, then on each topic, as for OffsetCommit.
+    results: dict[tuple[str, int], ErrorCode] = {}
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
+        results = {(c.topic, c.partition): ErrorCode.GROUP_AUTHORIZATION_FAILED for c in commits}
+    else:
+        readable = filter_allowed(broker, Operation.READ, ResourceType.TOPIC, {c.topic for c in commits})
+        results = {(c.topic, c.partition): ErrorCode.TOPIC_AUTHORIZATION_FAILED for c in commits}
+        results.update(
+            await broker.groups.commit_txn_offsets(
+                req.group_id,
+                req.producer_id,
+                req.producer_epoch,
+                getattr(req, "generation_id", -1) if v >= 3 else -1,
+                getattr(req, "member_id", "") if v >= 3 else "",
+                getattr(req, "group_instance_id", None),
+                [c for c in commits if c.topic in readable],
+                partition_exists(broker),
+            )
+        )
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in commits:
         code = results[(c.topic, c.partition)]
@@ -122,10 +150,15 @@ async def handle_write_txn_markers(broker: Broker, hdr: RequestHeader) -> Body |
     v = hdr.api_version
     req = messages.decode_request(ApiKey.WRITE_TXN_MARKERS, v, hdr.body)
     out: list[dict[str, Any]] = []
+    may = allowed_cluster(broker, Operation.CLUSTER_ACTION)  # only brokers write markers
     for m in req.markers:
         parts = [(t.name, p) for t in m.topics for p in t.partition_indexes]
-        codes = await write_local(
-            broker, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch, parts
+        codes = (
+            await write_local(
+                broker, m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch, parts
+            )
+            if may
+            else dict.fromkeys(parts, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         )
         by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for (t, p), code in codes.items():
@@ -148,6 +181,8 @@ async def handle_describe_transactions(broker: Broker, hdr: RequestHeader) -> Bo
                                  "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
                                  "producer_id": -1, "producer_epoch": -1, "topics": []}  # fmt: skip
         try:
+            if not allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
+                raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             meta = broker.transactions.describe(tid)
         except KafkaError as e:
             entry["error_code"] = e.code
@@ -185,6 +220,8 @@ async def handle_list_transactions(broker: Broker, hdr: RequestHeader) -> Body |
             continue
         if min_duration >= 0 and (meta.state is not TxnState.ONGOING or now - meta.start_ms < min_duration):
             continue
+        if not allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, meta.transactional_id):
+            continue
         listed.append({"transactional_id": meta.transactional_id, "producer_id": meta.producer_id,
                        "transaction_state": name})  # fmt: skip
     return messages.encode_response(
@@ -204,6 +241,8 @@ async def handle_describe_producers(broker: Broker, hdr: RequestHeader) -> Body 
             entry: dict[str, Any] = {"partition_index": index, "error_code": 0, "error_message": None,
                                      "active_producers": []}  # fmt: skip
             try:
+                if not allowed(broker, Operation.READ, ResourceType.TOPIC, t.name):
+                    raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "READ on the topic denied")
                 p = broker.replicas.partition(t.name, index)
                 check_leader(p)
                 ongoing = p.producers.ongoing()
