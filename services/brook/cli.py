@@ -23,6 +23,7 @@ from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
 from brook.security.listeners import Listener, ListenerError, parse_listeners
+from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import CLIENT_AUTH, TlsSettings
@@ -192,6 +193,9 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
     except ValueError as e:
         _fail(f"--super-users: {e}")
     s.authorizer = AuthorizerSettings(authorizer, supers, a.allow_everyone_if_no_acl_found == "true")
+    if a.quota_window_num < 1 or a.quota_window_size_seconds <= 0:
+        _fail("--quota-window-num must be at least 1 and --quota-window-size-seconds positive")
+    s.quotas = QuotaSettings(a.quota_window_num, a.quota_window_size_seconds)
     return s
 
 
@@ -250,6 +254,8 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
     )
     b.add_argument("--super-users", default="", help="super.users: principals, e.g. 'User:admin;User:broker'")
     b.add_argument("--allow-everyone-if-no-acl-found", choices=("true", "false"), default="false")
+    b.add_argument("--quota-window-num", type=int, default=11, help="quota.window.num: rate samples")
+    b.add_argument("--quota-window-size-seconds", type=float, default=1.0, help="quota.window.size.seconds")
 
 
 def _topic_defaults(items: list[str]) -> dict[str, str]:

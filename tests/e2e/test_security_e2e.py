@@ -132,6 +132,7 @@ def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(env: Env, t
                     {"resource": {"type": "group", "name": "app"}, "operations": ["Read"]},
                 ]
             },
+            "quotas": {"producerByteRate": 10485760, "consumerByteRate": 20971520},
         },
     }
     env.kubectl("apply", "-f", "-", input=json.dumps(user))

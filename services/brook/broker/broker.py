@@ -17,6 +17,7 @@ from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.security.acls import table_from_stored
 from brook.security.authorizer import Authorizer
+from brook.security.quotas import ClientQuotas
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
 from .cluster import ClusterNode
@@ -46,6 +47,7 @@ class Broker:
         )
         self.log_dir_failure = LogDirFailureHandler(self)
         self.authorizer = Authorizer(settings.authorizer)
+        self.quotas = ClientQuotas(settings.quotas)
 
     @property
     def node_id(self) -> int:
@@ -174,6 +176,7 @@ class Broker:
             assert self.store is not None
             self.store.put_entity_configs(kind, name, dict(configs))
             self.apply_broker_configs()
+            self.quotas_changed()
 
     def apply_broker_configs(self) -> None:
         """Topic defaults from the dynamic broker configs: this broker's over the cluster-wide ones."""
@@ -193,6 +196,18 @@ class Broker:
         else:
             assert self.store is not None
             self.store.put_scram(user, dict(credentials))
+
+    def all_entity_configs(self) -> dict[tuple[str, str], dict[str, str]]:
+        """Every entity's dynamic configs by (kind, name): brokers, groups, client quotas."""
+        if self.cluster is not None:
+            return dict(self.cluster.entity_configs)
+        assert self.store is not None
+        return self.store.entity_configs()
+
+    def quotas_changed(self) -> None:
+        """The stored client quotas changed (or were loaded): enforce the new ones."""
+        stored = self.all_entity_configs()
+        self.quotas.set_configs({name: c for (kind, name), c in stored.items() if kind == "quota"})
 
     def acls_changed(self) -> None:
         """The stored ACLs changed (or were loaded): the authorizer decides by the new ones."""
@@ -255,6 +270,7 @@ class Broker:
         else:
             self.apply_broker_configs()
             self.acls_changed()
+            self.quotas_changed()
             self.replicas.open()
         self.replicas.start_timers()
         self.groups.start()

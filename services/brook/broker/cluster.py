@@ -368,6 +368,7 @@ class ClusterNode:
         self.scram = dict(snap.scram)
         self.acls = dict(snap.acls)
         self.broker.acls_changed()
+        self.broker.quotas_changed()
         self.revision = snap.revision
         self.broker.apply_broker_configs()
         for rec in self.topics.values():
@@ -425,6 +426,8 @@ class ClusterNode:
                 self.entity_configs.pop((ev.kind, ev.name), None)
             if ev.kind == "broker":
                 self.broker.apply_broker_configs()
+            elif ev.kind == "quota":
+                self.broker.quotas_changed()
         elif isinstance(ev, ScramChanged):
             if ev.credentials:
                 self.scram[ev.user] = ev.credentials

@@ -8,6 +8,7 @@ from pathlib import Path
 from brook.groups import GroupSettings
 from brook.security.authorizer import AuthorizerSettings
 from brook.security.listeners import Listener
+from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import TlsSettings
@@ -63,6 +64,7 @@ class BrokerSettings:
     # This broker's SASL identity towards the others when the inter-broker listener uses SASL.
     inter_broker_credentials: ClientCredentials | None = None
     authorizer: AuthorizerSettings = field(default_factory=AuthorizerSettings)
+    quotas: QuotaSettings = field(default_factory=QuotaSettings)
 
     @property
     def advertised(self) -> tuple[str, int]:

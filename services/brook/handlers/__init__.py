@@ -27,6 +27,7 @@ from .metadata import handle_describe_cluster, handle_metadata
 from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .produce import handle_produce
 from .producer_ids import handle_init_producer_id
+from .quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
@@ -81,6 +82,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     ApiKey.ELECT_LEADERS: handle_elect_leaders,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     ApiKey.CREATE_ACLS: handle_create_acls,
     ApiKey.DESCRIBE_ACLS: handle_describe_acls,
     ApiKey.DELETE_ACLS: handle_delete_acls,

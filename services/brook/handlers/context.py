@@ -26,6 +26,8 @@ CLIENT_HOST: contextvars.ContextVar[str] = contextvars.ContextVar("client_host",
 # TLS or SASL has established it; the authorizer checks requests against it.
 ANONYMOUS = "User:ANONYMOUS"
 PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("principal", default=ANONYMOUS)
+# How long the connection reads no further request once this one is answered (quotas: KIP-219).
+THROTTLE_MS: contextvars.ContextVar[int] = contextvars.ContextVar("throttle_ms", default=0)
 # The name of the listener the request arrived on (Metadata answers with that listener's addresses).
 LISTENER_NAME: contextvars.ContextVar[str] = contextvars.ContextVar("listener_name", default="PLAINTEXT")
 

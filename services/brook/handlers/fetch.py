@@ -34,6 +34,7 @@ from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed
 from .context import Body, check_epoch, check_leader
+from .throttle import FETCH_QUOTA, charge
 
 # Below this a pread into the response is cheaper than a sendfile round of its own.
 SENDFILE_MIN_BYTES = 64 * 1024
@@ -164,6 +165,7 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
             for p in parts:
                 p.remove_waiter(fut)
     metrics = broker.metrics
+    total_out = 0
     for t in topics:
         n = 0
         for part in t.partitions:
@@ -174,4 +176,7 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
                 n += len(r) if isinstance(r, bytes | bytearray | memoryview) else r.size
         if n:
             metrics.on_fetch_out(t.name, n, follower=role is FOLLOWER)
-    return encode_fetch_response(version, topics)
+        total_out += n
+    # Consumers' bytes count against consumer_byte_rate (replication is not a client's).
+    throttle = charge(broker, hdr, FETCH_QUOTA, total_out) if role is CONSUMER else 0
+    return encode_fetch_response(version, topics, throttle)

@@ -17,6 +17,7 @@ from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed
 from .context import Body
+from .throttle import PRODUCE_QUOTA, charge
 
 
 async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -71,9 +72,10 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
         finally:  # the connection went away: no waiter outlives the request
             for c in commits:
                 c.cancel()
+    throttle = charge(broker, hdr, PRODUCE_QUOTA, len(hdr.body))
     if req.acks == 0:
         return None
-    return encode_produce_response(version, results)
+    return encode_produce_response(version, results, throttle)
 
 
 async def _committed(

@@ -8,8 +8,10 @@
     partitions/<topic>/<n>         PartitionState JSON (leader, leader epoch, ISR, ...)
     reassignments/<topic>/<n>      Reassignment JSON (target replicas) while one is in progress
     producer_id_block              {"next": first free producer id}
-    configs/<kind>/<name>          dynamic configs of a broker (name: its id, or <default> for all) or a
-                                   group (kind "group", name percent-encoded), JSON {name: value}
+    configs/<kind>/<name>          dynamic configs of a broker (name: its id, or <default> for all), a
+                                   group (kind "group") or a client quota entity (kind "quota", name
+                                   e.g. user=alice,client-id=<default>); names percent-encoded; JSON
+                                   {name: value}
     scram/<user>                   a user's SCRAM credentials (user percent-encoded), JSON by mechanism
     acls/<type>/<pattern>/<name>   the ACL entries of one resource pattern (type TOPIC, GROUP ...; pattern
                                    LITERAL or PREFIXED; name percent-encoded), a JSON list
@@ -114,11 +116,11 @@ class KeyLayout:
 
     def configs(self, kind: str, name: str) -> bytes:
         """Dynamic configs of an entity; the broker default (name "") is <default>."""
-        if kind not in ("broker", "group"):
+        if kind not in ("broker", "group", "quota"):
             raise ValueError(f"unknown config entity kind {kind!r}")
         if kind == "broker":
             return self._k(f"configs/broker/{name or BROKER_DEFAULT}")
-        return self._k(f"configs/group/{quote(name, safe='')}")
+        return self._k(f"configs/{kind}/{quote(name, safe='')}")
 
     def scram(self, user: str) -> bytes:
         return self._k(f"scram/{quote(user, safe='')}")
@@ -152,8 +154,8 @@ class KeyLayout:
                 case ["configs", "broker", b]:
                     name = "" if b == BROKER_DEFAULT else str(int(b))
                     return ParsedKey(KeyKind.CONFIGS, entity_kind="broker", name=name)
-                case ["configs", "group", g]:
-                    return ParsedKey(KeyKind.CONFIGS, entity_kind="group", name=unquote(g))
+                case ["configs", ("group" | "quota") as kind, g]:
+                    return ParsedKey(KeyKind.CONFIGS, entity_kind=kind, name=unquote(g))
                 case ["scram", u]:
                     return ParsedKey(KeyKind.SCRAM, name=unquote(u))
                 case ["acls", rtype, ptype, n]:

@@ -164,6 +164,12 @@ class BrokerMetrics:
         self._isr_expands = Counter(
             "brook_isr_expands", "Partitions led here whose ISR grew (once per change).", registry=r
         )
+        self._throttle = Counter(
+            "brook_quota_throttle_seconds",
+            "Time clients were throttled for exceeding a quota (Kafka's throttle-time), by quota key.",
+            ["quota"],
+            registry=r,
+        )
         # Cached children: the label lookup of prometheus-client costs more than the increment.
         self._in: dict[str, tuple[Counter, Counter]] = {}
         self._out: dict[str, Counter] = {}
@@ -227,6 +233,10 @@ class BrokerMetrics:
         if c is None:
             c = self._err[(name, code)] = self._errors.labels(name, error_name(code))
         c.inc(count)
+
+    def on_throttle(self, quota: str, ms: int) -> None:
+        """A client was throttled `ms` for its `quota` (producer_byte_rate, ...)."""
+        self._throttle.labels(quota).inc(ms / 1000)
 
     def on_isr_shrink(self) -> None:
         """A partition led here shrank its ISR (call once per partition and change)."""

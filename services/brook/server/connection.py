@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import cast
 
 from brook.broker.broker import Broker
-from brook.handlers.context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL
+from brook.handlers.context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL, THROTTLE_MS
 from brook.handlers.sasl import SASL_SESSION
 from brook.log.file_slice import FileSlice
 from brook.protocol.fetch import RecordsRef
@@ -186,9 +186,13 @@ class Connection(asyncio.BufferedProtocol):
                     self._reading_paused = False
                     self._transport.resume_reading()
                 hdr = parse_request(frame)
+                THROTTLE_MS.set(0)
                 pieces = await dispatch(self._broker, hdr)
                 if pieces is not None:
                     await self._write(pieces)
+                if (throttle := THROTTLE_MS.get()) > 0:
+                    # KIP-219: the answer goes at once, then the connection is muted while throttled.
+                    await asyncio.sleep(throttle / 1000)
                 if session is not None and session.failed:
                     # Kafka answers, then closes after connection.failed.authentication.delay.ms (which
                     # slows down password guessing).

@@ -60,7 +60,8 @@ def test_note_version_set_and_admin_additions() -> None:
     assert ALL_VERSIONS[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 3)  # 4+: KIP-890's broker verification
     assert ALL_VERSIONS[ApiKey.END_TXN] == (0, 3)
     assert ALL_VERSIONS[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
-    assert len(ALL_VERSIONS) == 44
+    assert ALL_VERSIONS[ApiKey.ALTER_CLIENT_QUOTAS] == (0, 1)
+    assert len(ALL_VERSIONS) == 46
 
 
 def test_flexibility() -> None:
