@@ -311,7 +311,7 @@ class ReplicaManager:
         for p in list(self._partitions.values()):
             if p.log.config.compacted and p.log.compaction_due():
                 try:
-                    stats = p.log.compact()
+                    stats = p.log.compact(max_offset=p.last_stable_offset)
                 except KafkaError:
                     if self.log_dir.offline:
                         return cleaned  # the directory failed, and said so once

@@ -27,6 +27,11 @@ fetches never do. One pass (`clean_segments`):
 5. Checkpoint: `cleaner-offset-checkpoint` holds the first offset not yet cleaned and the max timestamp of
    the oldest tombstone kept (so a later pass can remove it once delete.retention.ms has passed).
 
+Transactions (KIP-98): nothing at or past the first unstable offset is cleaned (`max_offset`: an open
+transaction may still abort). Records of aborted transactions (the aborted-transaction index says which:
+a transactional batch of producer P between an aborted transaction's first offset and its ABORT marker)
+count for no key and are dropped, so an aborted value never replaces a committed one; markers are kept.
+
 Offsets never change (compaction leaves gaps); the log start and end offsets stay as they are.
 """
 
@@ -51,6 +56,7 @@ from brook.log.segment import (
     parse_segment_name,
     segment_name,
 )
+from brook.log.txn_index import AbortedTxn
 from brook.protocol.batch import HEADER_SIZE, NO_PRODUCER_ID, BatchHeader, parse_header
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -259,9 +265,11 @@ class _Pass:
         now_ms: int,
         latest: dict[bytes, int],
         last_batch_of_producer: dict[int, int],
+        aborted: _Aborted,
         *,
         remove_tombstones: bool,
     ) -> None:
+        self.aborted = aborted
         self.directory = directory
         self.remove_tombstones = remove_tombstones
         self.horizon_ms = now_ms - config.delete_retention_ms  # tombstones whose batch is older go
@@ -272,6 +280,10 @@ class _Pass:
         self, h: BatchHeader, data: bytes, segment: Segment, result: _GroupResult
     ) -> bytes | None:
         """The batch as it should be written (`data` itself when unchanged), or None to drop it."""
+        if self.aborted.holds(h):
+            result.changed = True
+            result.records_removed += h.last_offset - h.base_offset + 1
+            return self._emptied(h)
         records = _records(h, data, segment)
         if records is None:
             return data
@@ -299,6 +311,10 @@ class _Pass:
         result.changed = True
         if kept:
             return rebuild_batch(h, kept)
+        return self._emptied(h)
+
+    def _emptied(self, h: BatchHeader) -> bytes | None:
+        """A batch that loses every record: dropped, unless it is its producer's last one."""
         producer = h.producer_id
         if producer != NO_PRODUCER_ID and self.last_batch_of_producer.get(producer) == h.base_offset:
             return empty_batch(h)  # keeps the producer's sequence state in the log
@@ -344,6 +360,21 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
+class _Aborted:
+    """Which transactional batches belong to aborted transactions, from the aborted-transaction index."""
+
+    def __init__(self, entries: Sequence[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for e in entries:
+            self._by_producer.setdefault(e.producer_id, []).append((e.first_offset, e.last_offset))
+
+    def holds(self, h: BatchHeader) -> bool:
+        if not h.is_transactional or h.is_control:
+            return False
+        spans = self._by_producer.get(h.producer_id)
+        return spans is not None and any(first <= h.base_offset < last for first, last in spans)
+
+
 def _first_dirty_index(segments: Sequence[Segment], inactive: int, first_dirty_offset: int) -> int:
     """Index of the first inactive segment holding offsets at or above `first_dirty_offset`."""
     for i in range(inactive):
@@ -387,12 +418,18 @@ def clean_segments(
     now_ms: int,
     checkpoint: CleanerCheckpoint | None,
     load_segment: Callable[[int], Segment],
+    max_offset: int | None = None,
+    aborted: Sequence[AbortedTxn] = (),
 ) -> tuple[CleanStats, CleanerCheckpoint | None]:
     """One compaction pass over `segments` (the partition's list, oldest first, last active), replaced in
-    place group by group. Returns the stats and the new checkpoint (None when nothing was done)."""
+    place group by group, only over segments wholly below `max_offset` (the first unstable offset).
+    Returns the stats and the new checkpoint (None when nothing was done)."""
     inactive = len(segments) - 1
     first_dirty = _first_dirty_index(segments, inactive, checkpoint.offset if checkpoint else -1)
     end = cleanable_end(segments, config, now_ms, first_dirty)
+    if max_offset is not None:
+        end = min(end, sum(1 for i in range(end) if segments[i + 1].base_offset <= max_offset))
+    in_aborted = _Aborted(aborted)
     if end == 0 or (first_dirty >= end and not tombstone_due(config, checkpoint, now_ms)):
         return CleanStats(), None
     cleanable = segments[:end]
@@ -402,6 +439,8 @@ def clean_segments(
     opaque = False  # a batch that could not be decoded: its keys are unknown
     for segment in cleanable:
         for h, data in _read_batches(segment):
+            if in_aborted.holds(h):
+                continue  # an aborted value is no key's newest
             records = _records(h, data, segment)
             if records is None:
                 opaque = opaque or not h.is_control
@@ -418,7 +457,9 @@ def clean_segments(
 
     # Expired tombstones go only when every older record is known to be gone with them: an opaque batch
     # could hold an older value of their key, which removing the tombstone would bring back.
-    cleaner = _Pass(directory, config, now_ms, latest, last_batch_of_producer, remove_tombstones=not opaque)
+    cleaner = _Pass(
+        directory, config, now_ms, latest, last_batch_of_producer, in_aborted, remove_tombstones=not opaque
+    )
     stats = CleanStats()
     oldest_tombstone = -1
     for group in _group(cleanable, first_uncleanable, config):

@@ -438,8 +438,10 @@ class PartitionLog:
 
     # ---- compaction
 
-    def compact(self, now_ms: int | None = None) -> CleanStats:
+    def compact(self, now_ms: int | None = None, max_offset: int | None = None) -> CleanStats:
         """One compaction pass (cleanup.policy has compact; a no-op otherwise): see brook.log.cleaner.
+        `max_offset`: the first unstable offset (an open transaction's first record); nothing from it on
+        is cleaned.
 
         Blocking file I/O proportional to the cleanable bytes; like every method here, not to be run
         concurrently with other calls on this log.
@@ -455,7 +457,14 @@ class PartitionLog:
 
         with self._health.guard("compaction of", self._name):
             stats, checkpoint = clean_segments(
-                self.directory, self._segments, self._config, now, self._cleaner_checkpoint, load
+                self.directory,
+                self._segments,
+                self._config,
+                now,
+                self._cleaner_checkpoint,
+                load,
+                max_offset,
+                self._txn_index.entries(),
             )
             if checkpoint is not None:
                 self._set_cleaner_checkpoint(checkpoint)

@@ -76,3 +76,51 @@ def test_a_crash_between_marker_and_index_entry_is_repaired(tmp_path: Path) -> N
     assert [(a.producer_id, a.first_offset, a.last_offset) for a in again.log.aborted_transactions(0, 5)] == [
         (7, 0, 2)
     ]
+
+
+def keyed_txn_batch(pid: int, seq: int, key: bytes, value: bytes) -> memoryview:
+    return memoryview(
+        batch([value], key=key, producer_id=pid, producer_epoch=0, base_sequence=seq, transactional=True)
+    )
+
+
+def compacted_values(p: Partition) -> dict[bytes, bytes]:
+    """key -> value as a reader of the whole log sees them (last write wins), control batches skipped."""
+    from kafka.record.default_records import DefaultRecordBatch
+
+    from brook.protocol.batch import iter_headers
+
+    seen: dict[bytes, bytes] = {}
+    offset = p.log.log_start_offset
+    while offset < p.log.log_end_offset and (s := p.log.read(offset, 1 << 30)) is not None:
+        data = s.read()
+        for pos, h in iter_headers(data):
+            if not h.is_control:
+                for r in DefaultRecordBatch(data[pos : pos + h.size]):
+                    seen[r.key] = r.value
+            offset = h.last_offset + 1
+    return seen
+
+
+def test_compaction_drops_aborted_values_and_stops_at_open_transactions(tmp_path: Path) -> None:
+    """An aborted value must never replace the committed one of its key (issue 13: the cleaner knew
+    nothing of transactions), and nothing at or past the first unstable offset is cleaned."""
+    config = TopicConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=200)
+    p = Partition("t", 0, PartitionLog.open(tmp_path / "t-0", config), node_id=0, leads=True)
+    p.append(memoryview(batch([b"committed"], key=b"k")))
+    p.append(keyed_txn_batch(7, 0, b"k", b"aborted"))
+    p.append_marker(7, 0, False, 0)
+    p.append(keyed_txn_batch(8, 0, b"open-key", b"open-1"))  # open: the first unstable offset
+    open_at = p.last_stable_offset
+    p.append(keyed_txn_batch(8, 1, b"open-key", b"open-2"))
+    for i in range(12):  # enough segments for the cleaner to have a range
+        p.append(memoryview(batch([b"x%d" % i], key=b"other")))
+    assert len(p.log._segments) > 3
+    p.log.compact(max_offset=p.last_stable_offset)
+    values = compacted_values(p)
+    assert values[b"k"] == b"committed"
+    assert values[b"open-key"] == b"open-2"
+    # The open transaction's records are both still there (nothing from open_at on was cleaned).
+    assert sum(1 for s in p.log._segments if s.base_offset <= open_at) >= 1
+    s = p.log.read(open_at, 1 << 20)
+    assert s is not None and b"open-1" in s.read()
