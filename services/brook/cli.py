@@ -22,6 +22,7 @@ from brook.config import TOPIC_CONFIGS, validate_topic_config
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
+from brook.security.connection_limits import UNLIMITED, ConnectionLimitSettings, parse_overrides
 from brook.security.listeners import Listener, ListenerError, parse_listeners
 from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
@@ -196,6 +197,19 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
     if a.quota_window_num < 1 or a.quota_window_size_seconds <= 0:
         _fail("--quota-window-num must be at least 1 and --quota-window-size-seconds positive")
     s.quotas = QuotaSettings(a.quota_window_num, a.quota_window_size_seconds)
+    try:
+        overrides = parse_overrides(a.max_connections_per_ip_overrides or "")
+    except ValueError as e:
+        _fail(f"--max-connections-per-ip-overrides: {e}")
+    for flag, value in (
+        ("--max-connections-per-ip", a.max_connections_per_ip),
+        ("--max-connection-creation-rate", a.max_connection_creation_rate),
+    ):
+        if value < 0:
+            _fail(f"{flag} must not be negative, got {value}")
+    s.connection_limits = ConnectionLimitSettings(
+        a.max_connections, a.max_connections_per_ip, overrides, a.max_connection_creation_rate
+    )
     return s
 
 
@@ -254,6 +268,10 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
     )
     b.add_argument("--super-users", default="", help="super.users: principals, e.g. 'User:admin;User:broker'")
     b.add_argument("--allow-everyone-if-no-acl-found", choices=("true", "false"), default="false")
+    b.add_argument("--max-connections", type=int, default=-1, help="-1: 3/4 of the open-file limit")
+    b.add_argument("--max-connections-per-ip", type=int, default=UNLIMITED)
+    b.add_argument("--max-connections-per-ip-overrides", default="", help="host:count,...")
+    b.add_argument("--max-connection-creation-rate", type=int, default=UNLIMITED, help="per second")
     b.add_argument("--quota-window-num", type=int, default=11, help="quota.window.num: rate samples")
     b.add_argument("--quota-window-size-seconds", type=float, default=1.0, help="quota.window.size.seconds")
 

@@ -8,14 +8,23 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .ports import free_port
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, port: int | None = None, args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        args: list[str] | None = None,
+        preexec_fn: Callable[[], None] | None = None,
+    ) -> None:
+        """`preexec_fn` runs in the child before the broker starts (e.g. to set a resource limit)."""
         self.data_dir = data_dir
+        self.preexec_fn = preexec_fn
         self.port = port or free_port()
         self.args = args or []
         self.proc: subprocess.Popen[bytes] | None = None
@@ -41,7 +50,7 @@ class BrokerProcess:
             *self.args,
         ]
         log = open(self.log_path, "a")  # noqa: SIM115 - handed to the child process
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, preexec_fn=self.preexec_fn)
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         os.set_blocking(self.proc.stdout.fileno(), False)
@@ -76,6 +85,9 @@ class BrokerProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text()
 
     def restart(self) -> BrokerProcess:
         self.stop()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from brook.groups import GroupSettings
 from brook.security.authorizer import AuthorizerSettings
+from brook.security.connection_limits import ConnectionLimitSettings
 from brook.security.listeners import Listener
 from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
@@ -65,6 +66,7 @@ class BrokerSettings:
     inter_broker_credentials: ClientCredentials | None = None
     authorizer: AuthorizerSettings = field(default_factory=AuthorizerSettings)
     quotas: QuotaSettings = field(default_factory=QuotaSettings)
+    connection_limits: ConnectionLimitSettings = field(default_factory=ConnectionLimitSettings)
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -170,6 +170,12 @@ class BrokerMetrics:
             ["quota"],
             registry=r,
         )
+        self._refused = Counter(
+            "brook_connections_refused",
+            "Connections closed at once for a connection limit, by the limit's Kafka name.",
+            ["limit"],
+            registry=r,
+        )
         # Cached children: the label lookup of prometheus-client costs more than the increment.
         self._in: dict[str, tuple[Counter, Counter]] = {}
         self._out: dict[str, Counter] = {}
@@ -237,6 +243,9 @@ class BrokerMetrics:
     def on_throttle(self, quota: str, ms: int) -> None:
         """A client was throttled `ms` for its `quota` (producer_byte_rate, ...)."""
         self._throttle.labels(quota).inc(ms / 1000)
+
+    def on_connection_refused(self, limit: str) -> None:
+        self._refused.labels(limit).inc()
 
     def on_isr_shrink(self) -> None:
         """A partition led here shrank its ISR (call once per partition and change)."""

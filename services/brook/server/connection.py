@@ -51,8 +51,10 @@ class Connection(asyncio.BufferedProtocol):
         native_sendfile: bool,
         on_close: Callable[[Connection], None],
         listener: Listener | None = None,
+        admit: Callable[[Connection], bool] | None = None,
     ) -> None:
         self._broker = broker
+        self._admit = admit
         self._listener = listener
         self._max = max_request_bytes
         self._native_sendfile = native_sendfile
@@ -73,6 +75,8 @@ class Connection(asyncio.BufferedProtocol):
         self._sendfile_active = False
         self._closed = False
         self.peer = "?"
+        self.ip = ""
+        self.admitted = False  # counted by the connection limits (released when it closes)
 
     # -- asyncio.BufferedProtocol ------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -80,6 +84,13 @@ class Connection(asyncio.BufferedProtocol):
         self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.ip = str(peer[0]) if peer else ""
+        if self._admit is not None:
+            if not self._admit(self):
+                self._closed = True
+                self._transport.abort()  # over a connection limit: closed at once, nothing read
+                return
+            self.admitted = True
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def get_buffer(self, sizehint: int) -> memoryview:

@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from brook.broker.broker import Broker
+from brook.security.connection_limits import ConnectionLimiter, quiet_accept_errors, raise_open_file_limit
 from brook.security.listeners import Listener
 from brook.security.tls import ReloadingContext, for_listener
 
@@ -26,10 +27,21 @@ class KafkaServer:
         self.connections: set[Connection] = set()
         self.port = broker.settings.port  # the first listener's
         self.ports: dict[str, int] = {}  # by listener name
+        self.open_files = raise_open_file_limit()
+        self.limits = ConnectionLimiter(
+            broker.settings.connection_limits, self.open_files, broker.metrics.on_connection_refused
+        )
 
     async def start(self) -> None:
+        quiet_accept_errors(asyncio.get_running_loop())
+        log.info("open files limit %d, max.connections %d", self.open_files, self.limits.max_connections)
         for listener in self.broker.settings.effective_listeners():
             await self._listen(listener)
+
+    def _closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        if conn.admitted:
+            self.limits.release(conn.ip)
 
     async def _listen(self, listener: Listener) -> None:
         loop = asyncio.get_running_loop()
@@ -37,9 +49,15 @@ class KafkaServer:
         tls = ReloadingContext(for_listener(s.tls, listener.name)) if listener.tls else None
         # Through a TLS transport the bytes must pass through Python (kTLS would need the raw socket).
         native = loop_has_native_sendfile(loop) and tls is None
+        # A dedicated inter-broker listener is exempt from max.connections and the creation rate (Kafka:
+        # replication must go on); a single listener serving both is not, or the limits would be void.
+        exempt = len(s.effective_listeners()) > 1 and listener.name == s.inter_broker_listener().name
+
+        def admit(conn: Connection) -> bool:
+            return self.limits.admit(conn.ip, exempt)
 
         def factory() -> Connection:
-            conn = Connection(self.broker, s.max_request_bytes, native, self.connections.discard, listener)
+            conn = Connection(self.broker, s.max_request_bytes, native, self._closed, listener, admit)
             self.connections.add(conn)
             return conn
 
