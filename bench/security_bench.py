@@ -23,12 +23,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import trustme
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (  # type: ignore[attr-defined, unused-ignore]
     AdminClient,
     NewTopic,
@@ -43,6 +41,7 @@ from broker_bench import (
     Measurement,
     Meter,
     Sample,
+    confluent_consume,
     delivery_producer,
     free_port,
     machine_info,
@@ -126,32 +125,7 @@ def produce(conf: dict[str, Any], pid: int, topic: str, count: int) -> Sample:
 
 
 def consume(conf: dict[str, Any], pid: int, topic: str, count: int) -> Sample:
-    consumer = Consumer(
-        {**conf, "group.id": "bench-unused", "enable.auto.commit": False, "fetch.queue.backoff.ms": 10,
-         "fetch.max.bytes": 52428800, "max.partition.fetch.bytes": 33554432}
-    )  # fmt: skip
-    got = 0
-    try:
-        consumer.list_topics(topic, timeout=10)
-        with Meter(pid) as m:
-            consumer.assign([TopicPartition(topic, 0, 0)])
-            idle = time.monotonic()
-            while got < count:
-                msgs = consumer.consume(num_messages=10_000, timeout=0.5)
-                if not msgs:
-                    if time.monotonic() - idle > 30:
-                        raise RuntimeError(f"consumer stalled at {got}/{count}")
-                    continue
-                idle = time.monotonic()
-                for msg in msgs:
-                    if (err := msg.error()) is None:
-                        got += 1
-                    elif err.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(err)
-            sample = m.sample(got * RECORD, got)
-    finally:
-        consumer.close()
-    return sample
+    return confluent_consume(conf["bootstrap.servers"], pid, topic, count, RECORD, conf)
 
 
 def make_certs(directory: Path) -> None:
