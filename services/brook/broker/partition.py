@@ -19,6 +19,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.txn_records import build_control_batch, control_type
 from brook.replication.epochs import LeaderEpochCache
 
+from .fetch_waiter import FetchWaiter
 from .producer_state import CompletedTxn, ProducerStateTable
 
 
@@ -79,7 +80,7 @@ class Partition:
         self._hw_from_leader = False
         self.followers: dict[int, FollowerProgress] = {}
         self._proposed_isr: tuple[int, list[int]] | None = None  # (role version, ISR being written)
-        self._waiters: set[asyncio.Future[None]] = set()
+        self._waiters: set[FetchWaiter] = set()
         self._acks: list[tuple[int, asyncio.Future[None]]] = []
         self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
 
@@ -146,7 +147,7 @@ class Partition:
         hw = min(leader_hw, self.log.log_end_offset)
         if hw != self._hw:  # a follower mirrors the leader's value
             self._hw = hw
-            self.wake_fetchers()
+            self.wake_fetchers(data=False)
 
     def _advance_hw(self) -> None:
         if not self.is_leader:
@@ -161,7 +162,7 @@ class Partition:
         if hw != self._hw:
             self._hw = hw
             self._release_acks()
-            self.wake_fetchers()
+            self.wake_fetchers(data=False)
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         """A follower fetched at `fetch_offset`: everything before it is on the follower's log."""
@@ -176,10 +177,12 @@ class Partition:
             state.last_caught_up_ms = now
         elif fetch_offset >= state.last_fetch_leader_leo >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        moved = fetch_offset != state.log_end_offset
         state.log_end_offset = fetch_offset
         state.last_fetch_leader_leo = leo
         state.last_fetch_ms = now
-        self._advance_hw()
+        if moved:  # the high watermark can only move with a member's log end (or the ISR: become_leader)
+            self._advance_hw()
 
     def propose_isr(self, isr: list[int]) -> None:
         """An ISR change is being written to the metadata. Until this partition's role moves past the
@@ -399,7 +402,8 @@ class Partition:
 
     def set_follower_log_start_offset(self, leader_log_start: int) -> None:
         """A follower's log starts where its leader's does (DeleteRecords, retention), at most at its end."""
-        self.log.advance_log_start_offset(min(leader_log_start, self.log.log_end_offset))
+        if leader_log_start > self.log.log_start_offset:
+            self.log.advance_log_start_offset(min(leader_log_start, self.log.log_end_offset))
 
     def _release_deletes(self) -> None:
         if not self._deletes:
@@ -462,14 +466,14 @@ class Partition:
         self._fail_acks(ErrorCode.KAFKA_STORAGE_ERROR)
         self.wake_fetchers()
 
-    def wake_fetchers(self) -> None:
-        for fut in self._waiters:
-            if not fut.done():
-                fut.set_result(None)
-        self._waiters.clear()
+    def wake_fetchers(self, data: bool = True) -> None:
+        """Tell the waiting fetches this partition changed: new records or role (`data`), or only its
+        high watermark."""
+        for w in self._waiters:
+            w.wake(self, data)
 
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.add(fut)
+    def add_waiter(self, w: FetchWaiter) -> None:
+        self._waiters.add(w)
 
-    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.discard(fut)
+    def remove_waiter(self, w: FetchWaiter) -> None:
+        self._waiters.discard(w)
