@@ -9,18 +9,23 @@ here and written to the cluster's metadata by the replica manager (this class do
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from dataclasses import dataclass, field
 
 from brook.log import PartitionLog
 from brook.log.txn_index import AbortedTxn
-from brook.protocol.batch import BatchHeader, iter_headers
+from brook.protocol.batch import iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.txn_records import build_control_batch, control_type
 from brook.replication.epochs import LeaderEpochCache
 
 from .fetch_waiter import FetchWaiter
+from .producer_snapshot import decode_snapshot, encode_snapshot
 from .producer_state import CompletedTxn, ProducerStateTable
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +72,8 @@ class Partition:
         self.node_id = node_id
         self.producers = ProducerStateTable()
         self.epochs = LeaderEpochCache()
-        for h in self._rebuild_producers():
-            self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+        self._load_state(epochs=True)
+        self.log.on_roll = self.snapshot
         # A single-node partition leads itself; in a cluster it waits for its state from etcd.
         epoch = max(self.epochs.latest_epoch, 0)
         self.role = (
@@ -242,19 +247,50 @@ class Partition:
         return hw if first is None else min(first, hw)
 
     # -- transactions ------------------------------------------------------------------------------
-    def _rebuild_producers(self) -> list[BatchHeader]:
-        """Producer state (and open transactions) from the log's batch headers; markers are read (a
-        few bytes each) for their type, and aborts missing from the txn index (a crash between the
-        marker and its index entry) are indexed again."""
-        headers = list(self.log.iter_batch_headers())
-        for h in headers:
+    def _load_state(self, epochs: bool) -> None:
+        """Producer state (and open transactions), with `epochs` the leader-epoch cache too: from the
+        newest readable snapshot, then the batch headers after it (all of them when there is none)."""
+        start = 0
+        for offset in self.log.snapshot_offsets():
+            body = self.log.read_snapshot(offset)
+            state = decode_snapshot(body) if body is not None else None
+            if state is not None:
+                self.producers = state[0]
+                if epochs:
+                    self.epochs = state[1]
+                start = offset
+                break
+            logger.warning(
+                "%s-%d: snapshot at %d is damaged; trying an older one", self.topic, self.index, offset
+            )
+        self._replay(start, epochs)
+
+    def _replay(self, start: int, epochs: bool) -> None:
+        """Apply the batch headers from `start` on; markers are read (a few bytes each) for their type,
+        and aborts missing from the txn index (a crash between the marker and its index entry) are
+        indexed again."""
+        for h in self.log.iter_batch_headers(start):
             kind = -1
             if h.is_control:
                 s = self.log.read(h.base_offset, h.size)
                 if s is not None:
                     kind = control_type(s.read(), 0, h)
             self._completed(self.producers.record(h, h.base_offset, kind))
-        return headers
+            if epochs:
+                self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+
+    def snapshot(self, offset: int | None = None) -> None:
+        """Write the producer state and leader epochs as of `offset` (the log end when None): called by
+        the log when it rolls (before the batch that rolled it is applied) and at clean shutdown."""
+        offset = self.log.log_end_offset if offset is None else offset
+        self.log.write_snapshot(offset, encode_snapshot(self.producers, self.epochs))
+
+    def close(self) -> None:
+        """Clean shutdown: a snapshot at the log end (the next start reads no header), then the log."""
+        if not self.log.offline:
+            with contextlib.suppress(KafkaError):  # the log closed or its directory failed: no snapshot
+                self.snapshot()
+        self.log.close()
 
     def _completed(self, done: CompletedTxn | None) -> None:
         if done is None or not done.aborted or done.last_offset <= self.log.last_indexed_abort:
@@ -339,11 +375,11 @@ class Partition:
 
     def truncate_to(self, offset: int) -> None:
         """Drop records at and after `offset` (divergent records of a deposed leader)."""
-        self.log.truncate_to(offset)
+        self.log.truncate_to(offset)  # and drops the snapshots past its new end
         self.epochs.truncate_from_end(offset)
         self._hw = min(self._hw, self.log.log_end_offset)
-        self.producers.clear()
-        self._rebuild_producers()
+        self.producers = ProducerStateTable()
+        self._load_state(epochs=False)
 
     # -- DeleteRecords -----------------------------------------------------------------------------
     def delete_records(self, offset: int) -> int:
