@@ -194,10 +194,12 @@ class LeaderFetcher:
                     p.truncate_to(end)
 
     async def _fetch_once(self) -> None:
-        ready = [p for k, p in self.partitions.items() if k not in self._needs_truncation]
-        if not ready:
-            await asyncio.sleep(_BACKOFF_S)
-            return
+        waiting = self._needs_truncation
+        ready = (
+            [p for k, p in self.partitions.items() if k not in waiting]
+            if waiting
+            else self.partitions.values()
+        )
         request = [
             ReplicaFetchPartition(
                 p.topic,
@@ -209,38 +211,41 @@ class LeaderFetcher:
             )
             for p in ready
         ]
+        if not request:
+            await asyncio.sleep(_BACKOFF_S)
+            return
         body = encode_replica_fetch(self.node_id, _MAX_WAIT_MS, 1, 64 * 1024 * 1024, request)
         raw = await self._conn.request(ApiKey.FETCH, VERSION, body)
         error, results = decode_replica_fetch_response(raw)
         if error != ErrorCode.NONE:
             raise KafkaError(ErrorCode(error), "fetch refused by the leader")
         throttled_bytes = 0
+        partitions = self.partitions
         for r in results:
-            p = self.partitions.get((r.topic, r.partition))
+            p = partitions.get((r.topic, r.partition))
             if p is None or p.is_leader:
                 continue
-            if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
-                # The leader's retention passed our log end: start over at its log start.
-                if r.log_start_offset > p.log.log_end_offset:
-                    log.info(
-                        "%s-%d: behind the leader's log start %d; resetting",
-                        p.topic,
-                        p.index,
-                        r.log_start_offset,
-                    )
-                    p.reset_to(r.log_start_offset)
-                else:
-                    self._needs_truncation.add((p.topic, p.index))
-                continue
-            if r.error_code != ErrorCode.NONE:
+            if r.error_code:
+                if r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    self._out_of_range(p, r.log_start_offset)
                 continue  # not leader any more, fenced epoch, ...: wait for the metadata to catch up
-            records = whole_batches(r.records)
+            records = r.records
             if len(records):
+                records = whole_batches(records)
                 p.append_replicated(records)
                 self._on_replicated(len(records))
                 if self._throttled(p):
                     throttled_bytes += len(records)
+            # Most partitions of a fetch have nothing new: these two only compare then.
             p.set_follower_high_watermark(r.high_watermark)
             p.set_follower_log_start_offset(r.log_start_offset)
         if throttled_bytes:
             await self._throttle.take(throttled_bytes)
+
+    def _out_of_range(self, p: Partition, leader_log_start: int) -> None:
+        if leader_log_start > p.log.log_end_offset:
+            # The leader's retention passed our log end: start over at its log start.
+            log.info("%s-%d: behind the leader's log start %d; resetting", p.topic, p.index, leader_log_start)
+            p.reset_to(leader_log_start)
+        else:
+            self._needs_truncation.add((p.topic, p.index))

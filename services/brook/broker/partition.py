@@ -9,17 +9,23 @@ here and written to the cluster's metadata by the replica manager (this class do
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
 from dataclasses import dataclass, field
 
 from brook.log import PartitionLog
 from brook.log.txn_index import AbortedTxn
-from brook.protocol.batch import BatchHeader, iter_headers
+from brook.protocol.batch import iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.txn_records import build_control_batch, control_type
 from brook.replication.epochs import LeaderEpochCache
 
+from .fetch_waiter import FetchWaiter
+from .producer_snapshot import decode_snapshot, encode_snapshot
 from .producer_state import CompletedTxn, ProducerStateTable
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +72,8 @@ class Partition:
         self.node_id = node_id
         self.producers = ProducerStateTable()
         self.epochs = LeaderEpochCache()
-        for h in self._rebuild_producers():
-            self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+        self._load_state(epochs=True)
+        self.log.on_roll = self.snapshot
         # A single-node partition leads itself; in a cluster it waits for its state from etcd.
         epoch = max(self.epochs.latest_epoch, 0)
         self.role = (
@@ -79,7 +85,7 @@ class Partition:
         self._hw_from_leader = False
         self.followers: dict[int, FollowerProgress] = {}
         self._proposed_isr: tuple[int, list[int]] | None = None  # (role version, ISR being written)
-        self._waiters: set[asyncio.Future[None]] = set()
+        self._waiters: set[FetchWaiter] = set()
         self._acks: list[tuple[int, asyncio.Future[None]]] = []
         self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
 
@@ -146,7 +152,7 @@ class Partition:
         hw = min(leader_hw, self.log.log_end_offset)
         if hw != self._hw:  # a follower mirrors the leader's value
             self._hw = hw
-            self.wake_fetchers()
+            self.wake_fetchers(data=False)
 
     def _advance_hw(self) -> None:
         if not self.is_leader:
@@ -161,7 +167,7 @@ class Partition:
         if hw != self._hw:
             self._hw = hw
             self._release_acks()
-            self.wake_fetchers()
+            self.wake_fetchers(data=False)
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         """A follower fetched at `fetch_offset`: everything before it is on the follower's log."""
@@ -176,10 +182,12 @@ class Partition:
             state.last_caught_up_ms = now
         elif fetch_offset >= state.last_fetch_leader_leo >= 0:
             state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        moved = fetch_offset != state.log_end_offset
         state.log_end_offset = fetch_offset
         state.last_fetch_leader_leo = leo
         state.last_fetch_ms = now
-        self._advance_hw()
+        if moved:  # the high watermark can only move with a member's log end (or the ISR: become_leader)
+            self._advance_hw()
 
     def propose_isr(self, isr: list[int]) -> None:
         """An ISR change is being written to the metadata. Until this partition's role moves past the
@@ -239,19 +247,50 @@ class Partition:
         return hw if first is None else min(first, hw)
 
     # -- transactions ------------------------------------------------------------------------------
-    def _rebuild_producers(self) -> list[BatchHeader]:
-        """Producer state (and open transactions) from the log's batch headers; markers are read (a
-        few bytes each) for their type, and aborts missing from the txn index (a crash between the
-        marker and its index entry) are indexed again."""
-        headers = list(self.log.iter_batch_headers())
-        for h in headers:
+    def _load_state(self, epochs: bool) -> None:
+        """Producer state (and open transactions), with `epochs` the leader-epoch cache too: from the
+        newest readable snapshot, then the batch headers after it (all of them when there is none)."""
+        start = 0
+        for offset in self.log.snapshot_offsets():
+            body = self.log.read_snapshot(offset)
+            state = decode_snapshot(body) if body is not None else None
+            if state is not None:
+                self.producers = state[0]
+                if epochs:
+                    self.epochs = state[1]
+                start = offset
+                break
+            logger.warning(
+                "%s-%d: snapshot at %d is damaged; trying an older one", self.topic, self.index, offset
+            )
+        self._replay(start, epochs)
+
+    def _replay(self, start: int, epochs: bool) -> None:
+        """Apply the batch headers from `start` on; markers are read (a few bytes each) for their type,
+        and aborts missing from the txn index (a crash between the marker and its index entry) are
+        indexed again."""
+        for h in self.log.iter_batch_headers(start):
             kind = -1
             if h.is_control:
                 s = self.log.read(h.base_offset, h.size)
                 if s is not None:
                     kind = control_type(s.read(), 0, h)
             self._completed(self.producers.record(h, h.base_offset, kind))
-        return headers
+            if epochs:
+                self.epochs.assign(h.partition_leader_epoch, h.base_offset)
+
+    def snapshot(self, offset: int | None = None) -> None:
+        """Write the producer state and leader epochs as of `offset` (the log end when None): called by
+        the log when it rolls (before the batch that rolled it is applied) and at clean shutdown."""
+        offset = self.log.log_end_offset if offset is None else offset
+        self.log.write_snapshot(offset, encode_snapshot(self.producers, self.epochs))
+
+    def close(self) -> None:
+        """Clean shutdown: a snapshot at the log end (the next start reads no header), then the log."""
+        if not self.log.offline:
+            with contextlib.suppress(KafkaError):  # the log closed or its directory failed: no snapshot
+                self.snapshot()
+        self.log.close()
 
     def _completed(self, done: CompletedTxn | None) -> None:
         if done is None or not done.aborted or done.last_offset <= self.log.last_indexed_abort:
@@ -336,11 +375,11 @@ class Partition:
 
     def truncate_to(self, offset: int) -> None:
         """Drop records at and after `offset` (divergent records of a deposed leader)."""
-        self.log.truncate_to(offset)
+        self.log.truncate_to(offset)  # and drops the snapshots past its new end
         self.epochs.truncate_from_end(offset)
         self._hw = min(self._hw, self.log.log_end_offset)
-        self.producers.clear()
-        self._rebuild_producers()
+        self.producers = ProducerStateTable()
+        self._load_state(epochs=False)
 
     # -- DeleteRecords -----------------------------------------------------------------------------
     def delete_records(self, offset: int) -> int:
@@ -399,7 +438,8 @@ class Partition:
 
     def set_follower_log_start_offset(self, leader_log_start: int) -> None:
         """A follower's log starts where its leader's does (DeleteRecords, retention), at most at its end."""
-        self.log.advance_log_start_offset(min(leader_log_start, self.log.log_end_offset))
+        if leader_log_start > self.log.log_start_offset:
+            self.log.advance_log_start_offset(min(leader_log_start, self.log.log_end_offset))
 
     def _release_deletes(self) -> None:
         if not self._deletes:
@@ -462,14 +502,14 @@ class Partition:
         self._fail_acks(ErrorCode.KAFKA_STORAGE_ERROR)
         self.wake_fetchers()
 
-    def wake_fetchers(self) -> None:
-        for fut in self._waiters:
-            if not fut.done():
-                fut.set_result(None)
-        self._waiters.clear()
+    def wake_fetchers(self, data: bool = True) -> None:
+        """Tell the waiting fetches this partition changed: new records or role (`data`), or only its
+        high watermark."""
+        for w in self._waiters:
+            w.wake(self, data)
 
-    def add_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.add(fut)
+    def add_waiter(self, w: FetchWaiter) -> None:
+        self._waiters.add(w)
 
-    def remove_waiter(self, fut: asyncio.Future[None]) -> None:
-        self._waiters.discard(fut)
+    def remove_waiter(self, w: FetchWaiter) -> None:
+        self._waiters.discard(w)

@@ -3,7 +3,8 @@
 For each producer the partition remembers its epoch and the last few batches it appended (sequence range
 and offset). A retried batch that matches one of them is answered with its original offset and not
 written again; a gap in the sequence is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is fenced.
-State is rebuilt from the log's batch headers at start-up, so it survives a crash.
+State is rebuilt at start-up from the newest snapshot (brook.broker.producer_snapshot) and the batch
+headers after it, or from all of them, so it survives a crash.
 
 Transactions (KIP-98): a producer's first transactional batch opens its transaction at that offset; a
 COMMIT/ABORT marker (control batch) closes it. The earliest open transaction bounds the last stable
@@ -142,6 +143,14 @@ class ProducerStateTable:
 
     def txn_start_ms(self, producer_id: int) -> int:
         return self._txn_start_ms.get(producer_id, -1)
+
+    def load(
+        self, producers: dict[int, ProducerEntry], ongoing: dict[int, int], started: dict[int, int]
+    ) -> None:
+        """Take the state a snapshot held (brook.broker.producer_snapshot)."""
+        self._producers = producers
+        self._ongoing = ongoing
+        self._txn_start_ms = started
 
     def clear(self) -> None:
         self._producers.clear()

@@ -66,7 +66,7 @@ class ReplicaManager:
         self._tasks.clear()
         for p in self._partitions.values():
             p.wake_fetchers()
-            p.log.close()
+            p.close()  # with a producer-state snapshot at its log end
         self._partitions.clear()
 
     async def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:

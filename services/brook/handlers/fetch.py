@@ -17,11 +17,13 @@ from __future__ import annotations
 import asyncio
 
 from brook.broker.broker import Broker
+from brook.broker.fetch_waiter import FetchWaiter
 from brook.broker.partition import Partition
 from brook.broker.replica_selector import preferred_read_replica
 from brook.observability import CONSUMER, FOLLOWER, REQUEST_ROLE
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.fetch import (
+    FetchPartition,
     FetchPartitionResult,
     FetchRequest,
     FetchTopicResult,
@@ -49,89 +51,137 @@ def _check_replica(p: Partition, current_leader_epoch: int) -> None:
     check_epoch(p, current_leader_epoch)
 
 
-def _read(
-    broker: Broker, req: FetchRequest, version: int
-) -> tuple[list[FetchTopicResult], int, list[tuple[str, int]], bool]:
-    """(topics, bytes read, partitions to watch, whether a preferred read replica was named)."""
-    remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
-    follower = req.replica_id >= 0
-    committed = not follower and req.isolation_level == 1
-    any_replica = not follower and version >= 11  # the request carries the client's rack (KIP-392)
-    select = any_replica and bool(req.rack_id) and broker.settings.replica_selector_class is not None
-    racks = {n: rack for n, _, _, rack in broker.brokers()} if select else {}
-    redirected = False
-    topics: list[FetchTopicResult] = []
-    total = 0
-    watched: list[tuple[str, int]] = []
-    # Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic (checked before the
-    # topic's existence, so that a denied principal learns nothing about it).
-    cluster_ok = not follower or allowed(broker, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
-    for ft in req.topics:
-        if version >= 13:
-            meta = broker.replicas.topic_by_id(ft.topic_id or b"")
-            name = meta.name if meta else ""
-            missing = ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            name = ft.name or ""
-            meta = broker.replicas.topic(name)
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        parts: list[FetchPartitionResult] = []
-        denied = not cluster_ok or (
-            not follower and not allowed(broker, Operation.READ, ResourceType.TOPIC, name or "")
+class _Read:
+    """One Fetch request's reads: a first pass over every partition asked for, then, while it long-polls,
+    re-reads of only the partitions that changed (the others keep their first answer)."""
+
+    def __init__(self, broker: Broker, req: FetchRequest, version: int) -> None:
+        self.broker = broker
+        self.req = req
+        self.remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
+        self.follower = req.replica_id >= 0
+        self.committed = not self.follower and req.isolation_level == 1
+        self.any_replica = not self.follower and version >= 11  # the client's rack is sent (KIP-392)
+        self.select = (
+            self.any_replica and bool(req.rack_id) and broker.settings.replica_selector_class is not None
         )
-        for fp in ft.partitions:
-            if denied:
-                code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                parts.append(FetchPartitionResult(fp.partition, code, -1, -1, -1, None))
+        self.racks = {n: rack for n, _, _, rack in broker.brokers()} if self.select else {}
+        self.redirected = False
+        self.total = 0
+        self.topics: list[FetchTopicResult] = []
+        # watched partition -> (its topic's results, its index there, what was asked for it)
+        self.watched: dict[Partition, tuple[list[FetchPartitionResult], int, FetchPartition]] = {}
+        self._first_pass(version)
+
+    def _first_pass(self, version: int) -> None:
+        broker, req, follower = self.broker, self.req, self.follower
+        # Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic (checked before the
+        # topic's existence, so that a denied principal learns nothing about it).
+        cluster_ok = not follower or allowed(broker, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+        for ft in req.topics:
+            if version >= 13:
+                meta = broker.replicas.topic_by_id(ft.topic_id or b"")
+                name = meta.name if meta else ""
+                missing = ErrorCode.UNKNOWN_TOPIC_ID
+            else:
+                name = ft.name or ""
+                meta = broker.replicas.topic(name)
+                missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            parts: list[FetchPartitionResult] = []
+            denied = not cluster_ok or (
+                not follower and not allowed(broker, Operation.READ, ResourceType.TOPIC, name or "")
+            )
+            for fp in ft.partitions:
+                if denied:
+                    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    parts.append(FetchPartitionResult(fp.partition, code, -1, -1, -1, None))
+                    continue
+                if meta is None:
+                    parts.append(FetchPartitionResult(fp.partition, missing, -1, -1, -1, None))
+                    continue
+                try:
+                    p = broker.replicas.partition(name, fp.partition)
+                    if self.any_replica:
+                        _check_replica(p, fp.current_leader_epoch)
+                    else:
+                        check_leader(p, fp.current_leader_epoch)
+                    if follower:
+                        p.record_follower_fetch(req.replica_id, fp.fetch_offset, fp.log_start_offset)
+                    if self.select:
+                        preferred = preferred_read_replica(p, req.rack_id, fp.fetch_offset, self.racks)
+                        if preferred is not None:
+                            hw = p.consumer_high_watermark
+                            start = p.log.log_start_offset
+                            lso = p.last_stable_offset
+                            parts.append(
+                                FetchPartitionResult(fp.partition, 0, hw, lso, start, None, preferred)
+                            )
+                            self.redirected = True
+                            continue
+                    result = self._read_partition(p, fp)
+                    self.watched[p] = (parts, len(parts), fp)
+                    parts.append(result)
+                except KafkaError as e:
+                    parts.append(FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None))
+            self.topics.append(
+                FetchTopicResult(name, meta.topic_id if meta else (ft.topic_id or bytes(16)), parts)
+            )
+
+    def _read_partition(self, p: Partition, fp: FetchPartition) -> FetchPartitionResult:
+        follower = self.follower
+        hw = p.high_watermark if follower else p.consumer_high_watermark
+        lso = hw if follower else p.last_stable_offset
+        # Followers read up to the log end; consumers up to the high watermark (read_committed: the last
+        # stable offset). Nothing new there, the usual case of a long poll: no read at all.
+        upper = p.log.log_end_offset if follower else (lso if self.committed else hw)
+        start = p.log.log_start_offset
+        limit = min(fp.partition_max_bytes, self.remaining)
+        records: bytes | RecordsRef | None = None
+        aborted: list[tuple[int, int]] = []
+        if (limit > 0 or self.total == 0) and not (start <= fp.fetch_offset == upper):
+            s = p.log.read(
+                fp.fetch_offset,
+                max(limit, 0),
+                max_offset=None if follower else upper,
+                min_one=self.total == 0,
+            )
+            if s is not None:
+                records = s if s.size >= SENDFILE_MIN_BYTES else s.read()
+                self.total += s.size
+                self.remaining -= s.size
+                if self.committed:
+                    aborted = [
+                        (a.producer_id, a.first_offset)
+                        for a in p.log.aborted_transactions(fp.fetch_offset, lso)
+                    ]
+        return FetchPartitionResult(fp.partition, 0, hw, lso, start, records, aborted=aborted)
+
+    def reread(self, changed: set[Partition]) -> None:
+        """Read again the watched partitions that changed (those no longer served answer their error)."""
+        for p in changed:
+            slot = self.watched.get(p)
+            if slot is None:
                 continue
-            if meta is None:
-                parts.append(FetchPartitionResult(fp.partition, missing, -1, -1, -1, None))
-                continue
+            parts, i, fp = slot
+            old = parts[i].records
+            if old is not None:  # read again from the same offset: its bytes are counted anew
+                n = len(old) if isinstance(old, bytes | bytearray | memoryview) else old.size
+                self.total -= n
+                self.remaining += n
             try:
-                p = broker.replicas.partition(name, fp.partition)
-                if any_replica:
+                if self.any_replica:
                     _check_replica(p, fp.current_leader_epoch)
                 else:
                     check_leader(p, fp.current_leader_epoch)
-                if follower:
-                    p.record_follower_fetch(req.replica_id, fp.fetch_offset, fp.log_start_offset)
-                hw = p.high_watermark if follower else p.consumer_high_watermark
-                lso = hw if follower else p.last_stable_offset
-                if select:
-                    preferred = preferred_read_replica(p, req.rack_id, fp.fetch_offset, racks)
-                    if preferred is not None:
-                        start = p.log.log_start_offset
-                        parts.append(FetchPartitionResult(fp.partition, 0, hw, lso, start, None, preferred))
-                        redirected = True
-                        continue
-                limit = min(fp.partition_max_bytes, remaining)
-                records: bytes | RecordsRef | None = None
-                aborted: list[tuple[int, int]] = []
-                if limit > 0 or total == 0:
-                    # Consumers read up to the high watermark (read_committed: the last stable offset);
-                    # followers up to the log end.
-                    s = p.log.read(
-                        fp.fetch_offset,
-                        max(limit, 0),
-                        max_offset=None if follower else (lso if committed else hw),
-                        min_one=total == 0,
-                    )
-                    if s is not None:
-                        records = s if s.size >= SENDFILE_MIN_BYTES else s.read()
-                        total += s.size
-                        remaining -= s.size
-                        if committed:
-                            aborted = [
-                                (a.producer_id, a.first_offset)
-                                for a in p.log.aborted_transactions(fp.fetch_offset, lso)
-                            ]
-                watched.append((name, fp.partition))
-                start = p.log.log_start_offset
-                parts.append(FetchPartitionResult(fp.partition, 0, hw, lso, start, records, aborted=aborted))
+                self.broker.replicas.partition(p.topic, p.index)  # still hosted here, log online
+                parts[i] = self._read_partition(p, fp)
             except KafkaError as e:
-                parts.append(FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None))
-        topics.append(FetchTopicResult(name, meta.topic_id if meta else (ft.topic_id or bytes(16)), parts))
-    return topics, total, watched, redirected
+                parts[i] = FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None)
+                del self.watched[p]
+
+    @property
+    def enough(self) -> bool:
+        return self.req.min_bytes <= 0 or (self.total > 0 and self.total >= self.req.min_bytes)
 
 
 async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -141,29 +191,23 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     REQUEST_ROLE.set(role)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
-    while True:
-        topics, total, watched, redirected = _read(broker, req, version)
-        timeout = deadline - loop.time()
-        enough = req.min_bytes <= 0 or (total > 0 and total >= req.min_bytes)
-        if enough or redirected or timeout <= 0 or not watched:
-            break
-        # Wait for an append to any watched partition, then read again.
-        fut: asyncio.Future[None] = loop.create_future()
-        parts = []
-        for topic, index in watched:
-            try:
-                p = broker.replicas.partition(topic, index)
-            except KafkaError:
-                continue
-            p.add_waiter(fut)
-            parts.append(p)
+    read = _Read(broker, req, version)
+    if not (read.enough or read.redirected or req.max_wait_ms <= 0 or not read.watched):
+        # Long poll: wait for appends to the watched partitions, reading again only those that changed.
+        waiter = FetchWaiter(follower=role is FOLLOWER)
+        watched = list(read.watched)
+        for p in watched:
+            p.add_waiter(waiter)
         try:
-            await asyncio.wait_for(fut, timeout)
-        except TimeoutError:
-            pass
+            while not read.enough and read.watched:
+                timeout = deadline - loop.time()
+                if timeout <= 0:
+                    break
+                read.reread(await waiter.wait(timeout))
         finally:
-            for p in parts:
-                p.remove_waiter(fut)
+            for p in watched:
+                p.remove_waiter(waiter)
+    topics = read.topics
     metrics = broker.metrics
     total_out = 0
     for t in topics:

@@ -30,6 +30,7 @@ from brook.log.file_slice import FileSlice
 from brook.log.recovery import load_segments
 from brook.log.retention import expired_segment_count
 from brook.log.segment import MAX_RELATIVE_OFFSET, Segment, TimestampAndOffset
+from brook.log.snapshot_files import delete_snapshots, read_snapshot, snapshot_offsets, write_snapshot
 from brook.log.txn_index import AbortedTxn, TxnIndex
 from brook.protocol.batch import BatchHeader
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -73,6 +74,9 @@ class PartitionLog:
         self._closed = False
         self._cleaner_checkpoint = cleaner_checkpoint
         self._txn_index = txn_index if txn_index is not None else TxnIndex(directory, [])
+        # Called with a new segment's base offset when the log rolls (before the batch that rolled it is
+        # written): the owner of the state derived from the batches snapshots it there.
+        self.on_roll: Callable[[int], None] | None = None
 
     @classmethod
     def open(
@@ -200,6 +204,8 @@ class PartitionLog:
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._unflushed_records = 0
         self._first_unflushed_ms = None
+        if self.on_roll is not None and not self._health.offline:
+            self.on_roll(base_offset)
 
     def flush_if_due(self) -> bool:
         """Flush when the oldest unflushed append is older than flush.ms (for partitions gone quiet)."""
@@ -324,6 +330,27 @@ class PartitionLog:
     def _sync_txn_index(self) -> None:
         self._txn_index.sync([s.base_offset for s in self._segments], self.log_end_offset)
 
+    # ---- state snapshots (brook.log.snapshot_files)
+
+    def write_snapshot(self, offset: int, body: bytes) -> None:
+        self._check_open()
+        with self._health.guard("snapshot of", self._name):
+            write_snapshot(self.directory, offset, body)
+
+    def snapshot_offsets(self) -> list[int]:
+        """Offsets of the snapshots that can seed a scan from there (from the first segment's base offset
+        to the log end), newest first."""
+        self._check_open()
+        first, end = self._segments[0].base_offset, self.log_end_offset
+        with self._health.guard("reading snapshots of", self._name):
+            return [o for o in snapshot_offsets(self.directory) if first <= o <= end]
+
+    def read_snapshot(self, offset: int) -> bytes | None:
+        """A snapshot's body; None when it is missing, torn or damaged."""
+        self._check_open()
+        with self._health.guard("reading snapshots of", self._name):
+            return read_snapshot(self.directory, offset)
+
     # ---- retention and truncation
 
     def apply_retention(self) -> int:
@@ -346,6 +373,7 @@ class PartitionLog:
             for segment in self._segments[:n]:  # oldest first, so a crash leaves a contiguous log
                 segment.delete()
             del self._segments[:n]
+            delete_snapshots(self.directory, below=self._segments[0].base_offset)
             start = max(self._log_start_offset, self._segments[0].base_offset)
             if offline:
                 self._log_start_offset = start
@@ -381,6 +409,7 @@ class PartitionLog:
             segment.delete()
         del segments[:n]
         if n:
+            delete_snapshots(self.directory, below=segments[0].base_offset)
             self._sync_txn_index()
 
     def _set_log_start_offset(self, offset: int) -> None:
@@ -398,6 +427,7 @@ class PartitionLog:
     def _reset_to(self, offset: int) -> None:
         for segment in reversed(self._segments):
             segment.delete()
+        delete_snapshots(self.directory)
         self._segments[:] = [Segment.create(self.directory, offset, self._clock())]
         fsync_dir(self.directory)
         self._set_log_start_offset(offset)
@@ -427,6 +457,7 @@ class PartitionLog:
         del segments[keep:]
         segments[-1].truncate_to(offset)
         segments[-1].activate()
+        delete_snapshots(self.directory, above=self.log_end_offset)  # they describe records now gone
         if self._log_start_offset > self.log_end_offset:
             self._set_log_start_offset(self.log_end_offset)
         cleaned = self._cleaner_checkpoint

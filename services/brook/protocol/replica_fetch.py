@@ -34,20 +34,26 @@ class ReplicaFetchResult:
     records: memoryview
 
 
+_REQUEST_HEAD = struct.Struct(">iiiibiii")
+_REQUEST_PARTITION = struct.Struct(">iiqqi")
+# partition, error code, high watermark, last stable offset, log start offset, aborted transactions count
+_PARTITION_HEAD = struct.Struct(">ihqqqi")
+_PARTITION_TAIL = struct.Struct(">ii")  # preferred read replica, records size
+
+
 def encode_replica_fetch(
     replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int, partitions: list[ReplicaFetchPartition]
 ) -> bytes:
     by_topic: dict[str, list[ReplicaFetchPartition]] = {}
     for p in partitions:
         by_topic.setdefault(p.topic, []).append(p)
-    out = [struct.pack(">iiiibiii", replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1, len(by_topic))]
+    out = [_REQUEST_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1, len(by_topic))]
+    pack = _REQUEST_PARTITION.pack
     for topic, parts in by_topic.items():
         name = topic.encode()
         out.append(struct.pack(">h", len(name)) + name + struct.pack(">i", len(parts)))
         out += [
-            struct.pack(
-                ">iiqqi", p.partition, p.current_leader_epoch, p.fetch_offset, p.log_start_offset, p.max_bytes
-            )
+            pack(p.partition, p.current_leader_epoch, p.fetch_offset, p.log_start_offset, p.max_bytes)
             for p in parts
         ]
     out.append(struct.pack(">ih", 0, 0))  # no forgotten topics, empty rack id
@@ -60,19 +66,28 @@ def decode_replica_fetch_response(body: memoryview) -> tuple[int, list[ReplicaFe
     r.int32()  # throttle
     error = r.int16()
     r.int32()  # session id
+    buf, end = r.buf, r.end
+    head, tail = _PARTITION_HEAD, _PARTITION_TAIL
+    empty = memoryview(b"")
     results: list[ReplicaFetchResult] = []
     for _ in range(r.array_len()):
         topic = r.string()
-        for _ in range(r.array_len()):
-            partition, code, hw = r.int32(), r.int16(), r.int64()
-            r.int64()  # last stable offset
-            log_start = r.int64()
-            aborted = r.nullable_array_len()
-            r.skip(16 * (aborted or 0))
-            r.int32()  # preferred read replica
-            n = r.int32()
-            if n < -1:
+        count = r.array_len()
+        pos = r.pos
+        for _ in range(count):
+            # One unpack per fixed run of fields: this runs for every partition of every replica fetch.
+            if pos + head.size > end:
+                raise CodecError(f"truncated partition at {pos}")
+            partition, code, hw, _lso, log_start, aborted = head.unpack_from(buf, pos)
+            pos += head.size + 16 * max(aborted, 0)
+            if pos + tail.size > end:
+                raise CodecError(f"truncated partition at {pos}")
+            _preferred, n = tail.unpack_from(buf, pos)
+            pos += tail.size
+            if n < -1 or pos + max(n, 0) > end:
                 raise CodecError(f"invalid records size {n}")
-            records = r.raw(n) if n > 0 else memoryview(b"")
+            records = buf[pos : pos + n] if n > 0 else empty
+            pos += max(n, 0)
             results.append(ReplicaFetchResult(topic, partition, code, hw, log_start, records))
+        r.pos = pos
     return error, results

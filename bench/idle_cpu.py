@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""Idle cost of partitions: each broker's CPU while nothing is produced (figures printed, not a test).
+
+    .venv/bin/python bench/idle_cpu.py [--partitions 300,1500] [--seconds 30] [--settle 10]
+        [--profile DIR]
+
+Starts etcd and 3 brokers (bench/cluster_bench.py's cluster, production timings), then for each
+partition count creates one more topic of that many partitions (RF=3, min.insync.replicas=2: the counts
+are cumulative unless each is given alone), waits for every ISR to be whole and `--settle` seconds more,
+and measures each broker's utime+stime from /proc over `--seconds`. This is the followers' replication
+fetches (and the leaders' answers) with nothing new to fetch, plus the brokers' timers. With `--profile`
+it also runs `py-spy record` (raw collapsed stacks) on broker 0 for the measured period.
+Raw results go to bench/results/idle_cpu-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "services"), str(REPO / "bench")]
+
+import raw  # noqa: E402
+from broker_bench import NCPU, machine_busy_seconds, proc_cpu_seconds  # noqa: E402
+from cluster_bench import BenchCluster  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", default="300,1500", help="total partition counts to measure, ascending")
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--settle", type=float, default=10.0)
+    ap.add_argument("--profile", type=Path, default=None, help="a directory for py-spy's raw stacks")
+    a = ap.parse_args()
+    totals = [int(x) for x in a.partitions.split(",")]
+    root = Path(tempfile.mkdtemp(prefix="idle-"))
+    bc = BenchCluster(root, lease_ttl=6).start()
+    results: list[dict[str, object]] = []
+    have = 0
+    try:
+        for total in totals:
+            name = f"idle-{total}"
+            t0 = time.monotonic()
+            bc.create_topic(name, rf=3, partitions=total - have)
+            created = time.monotonic() - t0
+            bc.wait_isr(name, 3, timeout=600)
+            have = total
+            time.sleep(a.settle)
+            pids = bc.pids()
+            spy = None
+            if a.profile is not None:
+                a.profile.mkdir(parents=True, exist_ok=True)
+                out = a.profile / f"idle-{total}-b0.txt"
+                spy = subprocess.Popen(
+                    [shutil.which("py-spy") or "py-spy", "record", "--pid", str(pids[0]), "--format", "raw",
+                     "--duration", str(int(a.seconds)), "--rate", "200", "-o", str(out)],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                )  # fmt: skip
+            cpu0 = {b: proc_cpu_seconds(pid) for b, pid in pids.items()}
+            busy0, _ = machine_busy_seconds()
+            t0 = time.monotonic()
+            time.sleep(a.seconds)
+            cpu1 = {b: proc_cpu_seconds(pid) for b, pid in pids.items()}
+            busy1, _ = machine_busy_seconds()
+            wall = time.monotonic() - t0
+            if spy is not None:
+                spy.wait(60)
+            pct = {b: 100 * (cpu1[b] - cpu0[b]) / wall for b in pids}
+            other = max(0.0, 100 * ((busy1 - busy0) - sum(cpu1[b] - cpu0[b] for b in pids)) / wall)
+            results.append(
+                {
+                    "partitions": total,
+                    "create_s": created,
+                    "broker_pct": pct,
+                    "other_pct": other,
+                    "seconds": wall,
+                }
+            )
+            print(
+                f"{total} partitions RF=3: broker CPU "
+                + " ".join(f"b{b}:{v:.1f}%" for b, v in sorted(pct.items()))
+                + f"; other {other:.0f}%; created in {created:.1f} s",
+                flush=True,
+            )
+    finally:
+        bc.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    machine = f"{time.strftime('%Y-%m-%d')} {NCPU} cores, 3 brokers, load {os.getloadavg()[0]:.2f}"
+    print(machine)
+    raw.save("idle_cpu", machine, results)
+
+
+if __name__ == "__main__":
+    main()
