@@ -167,3 +167,21 @@ def test_markers_go_once_their_transaction_has_no_records_left(tmp_path: Path) -
     assert control_offsets(p) == [kept_marker, last_of_7, last_of_8, last_of_9]
     values = compacted_values(p)
     assert values[b"b"] == b"new" and values[b"c"] == b"kept" and b"a" not in values
+
+
+def test_markers_of_a_deposed_coordinator_are_fenced(tmp_path: Path) -> None:
+    """A marker with an older coordinator epoch than the producer's last one is
+    TRANSACTION_COORDINATOR_FENCED, also after a restart (the epoch is in the marker, and snapshots)."""
+    p = open_partition(tmp_path / "t-0")
+    p.append(txn_batch(7, 0))
+    p.append_marker(7, 0, True, 5)  # coordinator epoch 5
+    p.append(txn_batch(7, 2))
+    with pytest.raises(KafkaError) as e:
+        p.append_marker(7, 0, False, 4)  # a zombie coordinator of epoch 4
+    assert e.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    p.log.close()
+    again = open_partition(tmp_path / "t-0")
+    with pytest.raises(KafkaError) as e:
+        again.append_marker(7, 0, False, 4)
+    assert e.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    again.append_marker(7, 0, True, 6)  # a newer coordinator goes on
