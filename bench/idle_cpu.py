@@ -5,11 +5,11 @@
         [--profile DIR]
 
 Starts etcd and 3 brokers (bench/cluster_bench.py's cluster, production timings), then for each
-partition count creates one more topic of that many partitions (RF=3, min.insync.replicas=2: the counts
-are cumulative unless each is given alone), waits for every ISR to be whole and `--settle` seconds more,
-and measures each broker's utime+stime from /proc over `--seconds`. This is the followers' replication
-fetches (and the leaders' answers) with nothing new to fetch, plus the brokers' timers. With `--profile`
-it also runs `py-spy record` (raw collapsed stacks) on broker 0 for the measured period.
+partition count creates topics (RF=3, at most 500 partitions each) up to that many partitions in all,
+waits for every ISR to be whole and `--settle` seconds more, and measures each broker's utime+stime
+from /proc over `--seconds`. This is the followers' replication fetches (and the leaders' answers) with
+nothing new to fetch, plus the brokers' timers. With `--profile` it also runs `py-spy record` (raw
+collapsed stacks) on broker 0 for the measured period.
 Raw results go to bench/results/idle_cpu-<time>.json.
 """
 
@@ -46,12 +46,16 @@ def main() -> None:
     have = 0
     try:
         for total in totals:
-            name = f"idle-{total}"
             t0 = time.monotonic()
-            bc.create_topic(name, rf=3, partitions=total - have)
+            names = []
+            while have < total:  # topics of at most 500 partitions: one request each stays short
+                n = min(500, total - have)
+                names.append(f"idle-{have}-{n}")
+                bc.create_topic(names[-1], rf=3, partitions=n)
+                have += n
             created = time.monotonic() - t0
-            bc.wait_isr(name, 3, timeout=600)
-            have = total
+            for name in names:
+                bc.wait_isr(name, 3, timeout=600)
             time.sleep(a.settle)
             pids = bc.pids()
             spy = None

@@ -1,7 +1,12 @@
 """One client connection: frames in, requests answered strictly in order, responses out.
 
-Kafka answers one request at a time per connection; pipelined requests queue here. Reading pauses when
-too many requests are queued and resumes as they are answered, so a fast client cannot exhaust memory.
+Requests are answered in the order they came, and handled one at a time, but for consecutive Produce
+requests: each of those is appended as soon as it is read and answered in turn, so a producer with
+several requests in flight (librdkafka: up to 5, idempotent) has them all replicating at once instead
+of each waiting for the acks=all commit of the one before (the appends keep the requests' order). Not
+on SASL listeners, nor while client quotas are configured: there each request waits for the one before.
+Reading pauses when too many requests are queued and resumes as they are answered, so a fast client
+cannot exhaust memory.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from brook.handlers.context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL, THROTT
 from brook.handlers.sasl import SASL_SESSION
 from brook.log.file_slice import FileSlice
 from brook.protocol.fetch import RecordsRef
-from brook.protocol.frames import parse_request
+from brook.protocol.frames import RequestHeader, parse_request
 from brook.protocol.primitives import CodecError
+from brook.protocol.versions import ApiKey
 from brook.security.listeners import Listener
 from brook.security.sasl import SaslSession
 from brook.security.tls import principal_of
@@ -29,6 +35,7 @@ from .dispatch import CloseConnection, dispatch
 log = logging.getLogger(__name__)
 
 _MAX_QUEUED = 64
+_MAX_PIPELINED = 16  # Produce requests appended ahead of their answers
 # Frames up to this size (with their 4-byte size) are received here and copied out; larger ones are received
 # into buffers of their own. Also the most one read takes from the socket for small frames.
 _SCRATCH_BYTES = 64 * 1024
@@ -185,25 +192,38 @@ class Connection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         CLIENT_HOST.set("/" + self.peer.rsplit(":", 1)[0])
         session = self._authentication()
+        pipelined: deque[asyncio.Task[tuple[list[bytes | RecordsRef] | None, int]]] = deque()
         try:
             while not self._closed:
+                # Produce requests start at once; their answers go out in order below. Not on a SASL listener
+                # (each request may change the session's state) nor while client quotas exist (a throttled
+                # answer mutes the connection before the next request is read, KIP-219).
+                while (
+                    session is None
+                    and not self._broker.quotas.configs
+                    and self._frames
+                    and _is_produce(self._frames[0])
+                    and len(pipelined) < _MAX_PIPELINED
+                ):
+                    hdr = parse_request(self._next_frame())
+                    pipelined.append(loop.create_task(self._handle(hdr)))
+                if pipelined:
+                    head = pipelined[0]
+                    if not head.done():
+                        self._wakeup = loop.create_future()
+                        await asyncio.wait((head, self._wakeup), return_when=asyncio.FIRST_COMPLETED)
+                        self._wakeup = None
+                        continue  # the head's answer, or more requests to start
+                    pipelined.popleft()
+                    await self._answer(*head.result())
+                    continue
                 if not self._frames:
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
                     continue
-                frame = self._frames.popleft()
-                if self._reading_paused and len(self._frames) < _MAX_QUEUED // 2 and self._transport:
-                    self._reading_paused = False
-                    self._transport.resume_reading()
-                hdr = parse_request(frame)
-                THROTTLE_MS.set(0)
-                pieces = await dispatch(self._broker, hdr)
-                if pieces is not None:
-                    await self._write(pieces)
-                if (throttle := THROTTLE_MS.get()) > 0:
-                    # KIP-219: the answer goes at once, then the connection is muted while throttled.
-                    await asyncio.sleep(throttle / 1000)
+                hdr = parse_request(self._next_frame())
+                await self._answer(*(await self._handle(hdr)))
                 if session is not None and session.failed:
                     # Kafka answers, then closes after connection.failed.authentication.delay.ms (which
                     # slows down password guessing).
@@ -222,9 +242,33 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("%s: request failed; closing the connection", self.peer)
             self.close()
         finally:
+            for t in pipelined:  # the connection is going: no answer is due
+                if t.done() and not t.cancelled():
+                    t.exception()  # retrieved: a failure after the connection's end is not logged
+                t.cancel()
             # close() defers to here while a sendfile is in flight (see close()).
             if self._closed and self._transport is not None and not self._transport.is_closing():
                 self._transport.close()
+
+    def _next_frame(self) -> bytes | bytearray:
+        frame = self._frames.popleft()
+        if self._reading_paused and len(self._frames) < _MAX_QUEUED // 2 and self._transport:
+            self._reading_paused = False
+            self._transport.resume_reading()
+        return frame
+
+    async def _handle(self, hdr: RequestHeader) -> tuple[list[bytes | RecordsRef] | None, int]:
+        """The response pieces (None: none is due) and the throttle time the handler set."""
+        THROTTLE_MS.set(0)  # in this task's or this request's context
+        pieces = await dispatch(self._broker, hdr)
+        return pieces, THROTTLE_MS.get()
+
+    async def _answer(self, pieces: list[bytes | RecordsRef] | None, throttle_ms: int) -> None:
+        if pieces is not None:
+            await self._write(pieces)
+        if throttle_ms > 0:
+            # KIP-219: the answer goes at once, then the connection is muted while throttled.
+            await asyncio.sleep(throttle_ms / 1000)
 
     def _authentication(self) -> SaslSession | None:
         """The connection's listener and principal in its context; its SASL session on a SASL listener."""
@@ -311,3 +355,7 @@ def _send(transport: asyncio.Transport, data: list[bytes]) -> bool:
     if data:
         transport.writelines(data)
     return True
+
+
+def _is_produce(frame: bytes | bytearray) -> bool:
+    return len(frame) >= 2 and int.from_bytes(frame[:2], "big") == ApiKey.PRODUCE
