@@ -25,6 +25,7 @@ import argparse
 import multiprocessing as mp
 import os
 import random
+import shutil
 import struct
 import sys
 import tempfile
@@ -241,6 +242,7 @@ def main() -> None:
     finally:
         if bc is not None:
             bc.stop()
+            shutil.rmtree(bc.root, ignore_errors=True)  # a max-rate run leaves tens of GB of logs
     machine = (
         f"{time.strftime('%Y-%m-%d')} {NCPU} cores, {a.partitions} partitions RF={a.rf}, "
         f"{a.producers} producers, {a.consumers} consumers, {a.size} B records, load {os.getloadavg()[0]:.2f}"
