@@ -385,9 +385,13 @@ def kcat_produce(
 # (c) confluent-kafka consumer
 
 
-def confluent_consume(bootstrap: str, broker_pid: int, topic: str, count: int, size: int) -> Sample:
+def confluent_consume(
+    bootstrap: str, broker_pid: int, topic: str, count: int, size: int, extra: dict[str, Any] | None = None
+) -> Sample:
+    """`extra`: more client settings (security.protocol, ...; security_bench.py)."""
     consumer = Consumer(
         {
+            **(extra or {}),
             "bootstrap.servers": bootstrap,
             "group.id": "brook-bench-unused",  # assign() only: no group coordination
             "enable.auto.commit": False,

@@ -349,7 +349,12 @@ class KafkaAdmin:
 
         anything: Any = None  # a filter's "any name", "any host"
         flt = AclBindingFilter(
-            ResourceType.ANY, anything, ResourcePatternType.ANY, principal, anything, AclOperation.ANY,
+            ResourceType.ANY,
+            anything,
+            ResourcePatternType.ANY,
+            principal,
+            anything,
+            AclOperation.ANY,
             AclPermissionType.ANY,
         )
         raw = await self._await(self._client.describe_acls(flt), "DescribeAcls")
@@ -419,9 +424,17 @@ def _ssl_context(security: Mapping[str, str]) -> Any:
 
 _RESOURCE = {"topic": "TOPIC", "group": "GROUP", "cluster": "BROKER", "transactionalId": "TRANSACTIONAL_ID"}
 _OPERATION = {
-    "All": "ALL", "Read": "READ", "Write": "WRITE", "Create": "CREATE", "Delete": "DELETE", "Alter": "ALTER",
-    "Describe": "DESCRIBE", "ClusterAction": "CLUSTER_ACTION", "DescribeConfigs": "DESCRIBE_CONFIGS",
-    "AlterConfigs": "ALTER_CONFIGS", "IdempotentWrite": "IDEMPOTENT_WRITE",
+    "All": "ALL",
+    "Read": "READ",
+    "Write": "WRITE",
+    "Create": "CREATE",
+    "Delete": "DELETE",
+    "Alter": "ALTER",
+    "Describe": "DESCRIBE",
+    "ClusterAction": "CLUSTER_ACTION",
+    "DescribeConfigs": "DESCRIBE_CONFIGS",
+    "AlterConfigs": "ALTER_CONFIGS",
+    "IdempotentWrite": "IDEMPOTENT_WRITE",
 }
 
 

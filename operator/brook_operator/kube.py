@@ -79,7 +79,7 @@ OPERATOR_PERMISSIONS: frozenset[Permission] = frozenset(
     | _perms("brook.dev", "clusters", "get")  # a User's Cluster
     | _perms("cert-manager.io", "certificates", "get", "create", "update", "delete")
     | _perms("", "serviceaccounts", "get", "create", "update")
-    | _perms("", "services", "get", "create", "update", "delete")
+    | _perms("", "services", "get", "list", "create", "update", "delete")  # list: external addresses
     | _perms("", "pods", "list", "delete")
     | _perms("apps", "statefulsets", "get", "create", "update", "delete")
     | _perms("policy", "poddisruptionbudgets", "get", "create", "update", "delete")

@@ -25,6 +25,7 @@ TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 LISTENER_NAME = re.compile(r"^[a-z]([a-z0-9-]{0,13}[a-z0-9])?$")
 ENDPOINT = re.compile(r"^https?://[^\s/]+$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 URL = re.compile(r"^https?://\S+$")
 
 
@@ -54,9 +55,32 @@ class ManagedEtcd:
 
 
 @dataclass(frozen=True, slots=True)
+class SecretKey:
+    name: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdTls:
+    """TLS towards an external etcd: the CA bundle of its server certificate and, for etcd's
+    --client-cert-auth, a kubernetes.io/tls Secret (tls.crt, tls.key) of the brokers' certificate."""
+
+    ca: SecretKey | None = None  # None: the system's CAs
+    client_secret: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EtcdUser:
+    user: str
+    password: SecretKey
+
+
+@dataclass(frozen=True, slots=True)
 class Etcd:
     endpoints: tuple[str, ...] = ()
     managed: ManagedEtcd | None = None
+    tls: EtcdTls | None = None  # external endpoints only
+    auth: EtcdUser | None = None
 
 
 LISTENER_TYPES = ("internal", "nodeport", "loadbalancer")
@@ -106,10 +130,14 @@ class Certificates:
     cert_manager_issuer_kind: str = "ClusterIssuer"
 
 
+METRICS_HOSTS = ("0.0.0.0", "::")  # what kubelet probes and Prometheus reach at the pod's IP
+
+
 @dataclass(frozen=True, slots=True)
 class Metrics:
     enabled: bool = True
     port: int = 9308
+    host: str = "0.0.0.0"  # the bind address of /metrics, /healthz, /readyz (--metrics-host)
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +329,7 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
     metrics = Metrics(
         enabled=r.bool_(mt, "enabled", f"{p}.metrics", True),
         port=r.int_(mt, "port", f"{p}.metrics", 9308, 1024, 65535),
+        host=r.str_(mt, "host", f"{p}.metrics", "0.0.0.0", choices=METRICS_HOSTS) or "0.0.0.0",
     )
     for li in listeners:
         if metrics.port == li.port:
@@ -330,9 +359,7 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         certificates=_parse_certificates(r, s, p),
         replication_port=replication_port,
     )
-    if out.authorization.enabled and not any(
-        li.authentication != "none" for li in out.listeners
-    ):
+    if out.authorization.enabled and not any(li.authentication != "none" for li in out.listeners):
         r.errors.append(
             f"{p}.authorization needs a listener with authentication (else every client is anonymous)"
         )
@@ -464,7 +491,46 @@ def _parse_etcd(r: _Reader, s: Mapping[str, Any], p: str) -> Etcd | None:
         )
     if (raw is None) == (m is None):
         r.errors.append(f"{ep} needs exactly one of endpoints or managed")
-    return Etcd(endpoints=endpoints, managed=managed)
+    tls, auth = _parse_etcd_tls(r, e, ep), _parse_etcd_auth(r, e, ep)
+    if m is not None and (tls is not None or auth is not None):
+        r.errors.append(f"{ep}.tls and {ep}.auth are for external endpoints, not a managed etcd")
+    return Etcd(endpoints=endpoints, managed=managed, tls=tls, auth=auth)
+
+
+def _secret_key(r: _Reader, m: Mapping[str, Any], key: str, path: str, default_key: str) -> SecretKey | None:
+    o = r.obj(m, key, path)
+    if o is None:
+        return None
+    name = r.str_(o, "name", f"{path}.{key}", pattern=DNS_SUBDOMAIN)
+    if name is None:
+        if "name" not in o:
+            r.errors.append(f"{path}.{key}.name is required")
+        return None
+    return SecretKey(name, r.str_(o, "key", f"{path}.{key}", default_key) or default_key)
+
+
+def _parse_etcd_tls(r: _Reader, e: Mapping[str, Any], ep: str) -> EtcdTls | None:
+    t = r.obj(e, "tls", ep)
+    if t is None:
+        return None
+    tp = f"{ep}.tls"
+    return EtcdTls(
+        ca=_secret_key(r, t, "caSecret", tp, "ca.crt"),
+        client_secret=r.str_(t, "clientCertificateSecret", tp, pattern=DNS_SUBDOMAIN),
+    )
+
+
+def _parse_etcd_auth(r: _Reader, e: Mapping[str, Any], ep: str) -> EtcdUser | None:
+    a = r.obj(e, "auth", ep)
+    if a is None:
+        return None
+    ap = f"{ep}.auth"
+    user = r.str_(a, "user", ap)
+    password = _secret_key(r, a, "passwordSecret", ap, "password")
+    if user is None or password is None:
+        r.errors.append(f"{ap} needs user and passwordSecret")
+        return None
+    return EtcdUser(user, password)
 
 
 def _parse_autoscaling(r: _Reader, s: Mapping[str, Any], p: str) -> Autoscaling:

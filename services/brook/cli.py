@@ -21,6 +21,7 @@ from brook.broker.settings import BrokerSettings
 from brook.config import TOPIC_CONFIGS, validate_topic_config
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
+from brook.metadata import EtcdAuth, EtcdAuthError
 from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
 from brook.security.connection_limits import UNLIMITED, ConnectionLimitSettings, parse_overrides
 from brook.security.listeners import Listener, ListenerError, parse_listeners
@@ -276,6 +277,29 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument("--quota-window-size-seconds", type=float, default=1.0, help="quota.window.size.seconds")
 
 
+def _etcd_auth(a: argparse.Namespace) -> EtcdAuth:
+    """etcdctl's --cacert/--cert/--key/--user; the password from BROOK_ETCD_PASSWORD or a file."""
+    files: dict[str, Path | None] = {}
+    for flag, value in (("cacert", a.etcd_cacert), ("cert", a.etcd_cert), ("key", a.etcd_key)):
+        files[flag] = Path(value) if value else None
+        if value and not os.access(value, os.R_OK):
+            _fail(f"--etcd-{flag} {value}: no such readable file")
+    if (files["cert"] is None) != (files["key"] is None):
+        _fail("--etcd-cert and --etcd-key go together (a client certificate and its key)")
+    password = os.environ.get("BROOK_ETCD_PASSWORD")
+    if a.etcd_password_file:
+        try:
+            password = Path(a.etcd_password_file).read_text().strip()
+        except OSError as e:
+            _fail(f"--etcd-password-file {a.etcd_password_file}: {e.strerror}")
+    user = a.etcd_user or None
+    if user is not None and not password:
+        _fail("--etcd-user needs BROOK_ETCD_PASSWORD or --etcd-password-file")
+    if user is None and password:
+        _fail("an etcd password is given without --etcd-user")
+    return EtcdAuth(files["cacert"], files["cert"], files["key"], user, password if user else None)
+
+
 def _topic_defaults(items: list[str]) -> dict[str, str]:
     """--topic-default name=value..., checked as CreateTopics checks a topic's configs."""
     defaults = {}
@@ -330,6 +354,7 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
             abort_check_interval_ms=a.transaction_abort_timed_out_transaction_cleanup_interval_ms,
         ),
         etcd_endpoints=endpoints,
+        etcd_auth=_etcd_auth(a),
         cluster_name=a.cluster_name,
         lease_ttl_s=a.lease_ttl,
         replica_lag_time_max_ms=a.replica_lag_time_max_ms,
@@ -378,6 +403,13 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
         default="",
         help="comma-separated etcd endpoints (host:port); empty: a single node with local metadata",
     )
+    b.add_argument("--etcd-cacert", default=None, help="PEM CA bundle to verify etcd's certificate (TLS)")
+    b.add_argument("--etcd-cert", default=None, help="PEM client certificate for etcd (--client-cert-auth)")
+    b.add_argument("--etcd-key", default=None, help="PEM private key of --etcd-cert")
+    b.add_argument(
+        "--etcd-user", default=None, help="etcd user (password: BROOK_ETCD_PASSWORD or --etcd-password-file)"
+    )
+    b.add_argument("--etcd-password-file", default=None, help="file holding the etcd user's password")
     b.add_argument("--cluster-name", default="default", help="the key prefix of this cluster in etcd")
     b.add_argument("--lease-ttl", type=int, default=6, help="seconds after which a silent broker is dead")
     b.add_argument("--auto-create-topics", choices=("true", "false"), default="true")
@@ -516,6 +548,8 @@ def main(argv: list[str] | None = None) -> None:
         _check_data_dir(settings.data_dir)
         try:
             run(settings, lambda s: print(f"bootstrap: {settings.advertised[0]}:{s.port}", flush=True))
+        except EtcdAuthError as e:  # wrong password, untrusted certificate: say so, no traceback
+            _fail(f"cannot start: {e}")
         except OSError as e:  # start-up: a port taken, an address that is not this machine's, ...
             if e.errno == errno.EADDRINUSE:
                 _fail(

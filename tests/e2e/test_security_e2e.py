@@ -87,11 +87,9 @@ def _client(e: Env, secret: dict[str, bytes], tmp: Path) -> dict[str, Any]:
     }
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(240)
-def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(env: Env, tmp_path: Path) -> None:
-    from confluent_kafka import Consumer, KafkaError, Producer
-
+@pytest.fixture(scope="module")
+def secured(env: Env) -> Env:
+    """The Cluster both tests use: one broker, a SASL_SSL (SCRAM-SHA-512) listener, ACLs enforced."""
     cluster = {
         "apiVersion": "brook.dev/v1alpha1",
         "kind": "Cluster",
@@ -115,6 +113,15 @@ def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(env: Env, t
         raise
     for name in ("sec-cluster-ca", "sec-clients-ca", "sec-broker-tls", "sec-operator-tls"):
         assert env.secret(name)["ca.crt" if name.endswith("-ca") else "tls.crt"].startswith(b"-----BEGIN")
+    return env
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(secured: Env, tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, KafkaError, Producer
+
+    env = secured
 
     user = {
         "apiVersion": "brook.dev/v1alpha1",
@@ -181,3 +188,103 @@ def test_a_user_connects_with_its_secret_and_is_refused_once_deleted(env: Env, t
         if any(e.code() == KafkaError._AUTHENTICATION for e in errors):
             break
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), (errors, env.logs())
+
+
+def _served_cert(port: int) -> bytes:
+    """The certificate the broker presents to a new TLS connection (DER), verification off on purpose:
+    this only looks at what is served."""
+    import socket
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, ctx.wrap_socket(raw) as tls:
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_a_renewed_broker_certificate_keeps_clients_connected(secured: Env, tmp_path: Path) -> None:
+    """The broker's certificate is replaced by one about to expire (inside renewBeforeDays): the operator
+    renews it, the pod's mounted Secret follows, the broker serves the new one to new connections
+    without a restart, and a producer connected all along keeps delivering without an error."""
+    import datetime as dt
+    import time
+
+    from confluent_kafka import Producer
+    from cryptography import x509
+
+    from brook_operator import certs
+
+    env = secured
+    user = {
+        "apiVersion": "brook.dev/v1alpha1",
+        "kind": "User",
+        "metadata": {"name": "renewal", "namespace": NS},
+        "spec": {
+            "cluster": CLUSTER,
+            "authentication": {"type": "scram-sha-512"},
+            "authorization": {
+                "acls": [
+                    {"resource": {"type": "topic", "name": "renewal"}, "operations": ["Create", "Write"]}
+                ]
+            },
+        },
+    }
+    env.kubectl("apply", "-f", "-", input=json.dumps(user))
+    env.kubectl("wait", "--for=condition=Ready", "user/renewal", "--timeout=90s", timeout=100)
+    conf = _client(env, env.secret("renewal"), tmp_path)
+    errors: list[Any] = []
+    delivered: list[Any] = []
+    p = Producer({**conf, "acks": "all", "error_cb": errors.append})
+
+    def produce_some(n: int) -> None:
+        for _ in range(n):
+            p.produce("renewal", b"v", on_delivery=lambda err, _m: delivered.append(err))
+            p.poll(0.1)
+
+    produce_some(5)
+    assert p.flush(60) == 0 and delivered and all(e is None for e in delivered), (delivered, env.logs())
+
+    def serial(der: bytes) -> int:
+        return x509.load_der_x509_certificate(der).serial_number
+
+    original = serial(_served_cert(env.scram))
+    ca_secret = env.secret(f"{CLUSTER}-cluster-ca")
+    ca = certs.KeyPair(ca_secret["ca.crt"], ca_secret["ca.key"])
+    current = env.secret(f"{CLUSTER}-broker-tls")
+    now = dt.datetime.now(dt.UTC)
+    short = certs.issue(
+        ca, f"{CLUSTER}-broker", now, hosts=sorted(certs.hosts_of(current["tls.crt"])), validity_days=2
+    )
+    patch = {
+        "data": {
+            "tls.crt": base64.b64encode(short.cert_pem).decode(),
+            "tls.key": base64.b64encode(short.key_pem).decode(),
+        }
+    }
+    env.kubectl("patch", "secret", f"{CLUSTER}-broker-tls", "--type=merge", "-p", json.dumps(patch))
+    short_serial = certs.load_cert(short.cert_pem).serial_number
+
+    renewed = None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        produce_some(3)  # the connected producer keeps working throughout
+        der = _served_cert(env.scram)
+        cert = x509.load_der_x509_certificate(der)
+        if cert.serial_number not in (
+            original,
+            short_serial,
+        ) and cert.not_valid_after_utc > now + dt.timedelta(days=300):
+            renewed = cert
+            break
+        time.sleep(0.5)
+    assert renewed is not None, ("the broker never served a renewed certificate", env.logs())
+    produce_some(5)
+    assert p.flush(60) == 0, env.logs()
+    assert all(e is None for e in delivered), (delivered, env.logs())
+    assert not errors, errors
+    env.kubectl("delete", "user", "renewal", "--timeout=60s", timeout=70)

@@ -160,3 +160,34 @@ def test_a_producer_quota_holds_its_rate_while_another_client_is_unaffected(brok
     assert throttled["throttle"] > 0, out
     assert free["rate"] >= QUOTA * 3, out
     assert free["throttle"] == 0, out
+
+
+def _metadata_rate(b: BrokerProcess, client_id: str, seconds: float, out: dict[str, float]) -> None:
+    """Metadata requests answered per second for one client sending them back to back."""
+    from kafka.protocol.metadata import MetadataRequest
+
+    n = 0
+    with RawClient(b.bootstrap, timeout=30, client_id=client_id) as c:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            c.request(MetadataRequest(topics=None), 12)
+            n += 1
+    out[client_id] = n / seconds
+
+
+def test_a_request_percentage_quota_slows_only_its_client(broker: BrokerProcess) -> None:
+    """request_percentage=1: 1 % of one thread, 10 ms of handler time per second, measured as the
+    handler's own running time; the connection is muted while throttled."""
+    assert alter(broker, [("client-id", "busy")], {"request_percentage": 1.0})[0] == 0
+    try:
+        out: dict[str, float] = {}
+        threads = [
+            threading.Thread(target=_metadata_rate, args=(broker, cid, 8.0, out)) for cid in ("busy", "calm")
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert out["busy"] * 3 < out["calm"], out
+    finally:
+        alter(broker, [("client-id", "busy")], {"request_percentage": None})

@@ -63,7 +63,9 @@ def test_compacted_topic_rejects_keyless_records(broker: BrokerProcess, codec: s
     topic = f"compact-{codec}"
     create_topic(broker.bootstrap, topic, partitions=1, config={"cleanup.policy": "compact"})
     errors: list[KafkaError | None] = []
-    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 50})
+    # linger.ms far above the loop's time, even on a loaded machine: the five records must share one
+    # batch (flush() sends it at once).
+    p = Producer({"bootstrap.servers": broker.bootstrap, "compression.type": codec, "linger.ms": 5000})
     # One batch: keyless records fail it whole. The response names them (record_errors), so librdkafka
     # reports the others as failed because of a different record (it only does with two or more).
     for i in range(5):

@@ -25,6 +25,7 @@ def test_the_expected_files_exist() -> None:
     assert {p.name for p in (MANIFESTS / "examples").glob("*.yaml")} == {
         "cluster.yaml",
         "cluster-secured.yaml",
+        "cluster-etcd-tls.yaml",
         "topic.yaml",
         "user.yaml",
     }

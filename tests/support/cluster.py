@@ -41,11 +41,15 @@ class Cluster:
         extra_args: list[str] | None = None,
         node_args: Callable[[int], list[str]] | None = None,
         port_args: Callable[[int, int], list[str]] | None = None,
+        etcd: EtcdProcess | None = None,
     ) -> None:
         """`extra_args` go to every broker, `node_args(node_id)` to that one (e.g. its --rack), and
-        `port_args(node_id, port)` too, given the broker's port (e.g. its --listeners)."""
+        `port_args(node_id, port)` too, given the broker's port (e.g. its --listeners). `etcd`: one
+        set up by the test (e.g. with TLS), instead of a plain one."""
         self.root = root
-        self.etcd = EtcdProcess(root / "etcd", unsafe_no_fsync=True, heartbeat_ms=100, election_ms=500)
+        self.etcd = etcd or EtcdProcess(
+            root / "etcd", unsafe_no_fsync=True, heartbeat_ms=100, election_ms=500
+        )
         self.brokers: list[BrokerProcess] = []
         self._n = brokers
         self._extra = extra_args or []

@@ -21,10 +21,11 @@ def readable(sock: socket.socket, seconds: float) -> bool:
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "raw-test") -> None:
         host, port = bootstrap.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self._cid = 0
+        self.client_id = client_id
 
     def close(self) -> None:
         self.sock.close()
@@ -63,7 +64,7 @@ class RawClient:
     def request(self, req: Any, version: int) -> Any:
         """Send a kafka-python request object at `version`; decode the response with kafka-python."""
         self._cid += 1
-        req.with_header(correlation_id=self._cid, client_id="raw-test")
+        req.with_header(correlation_id=self._cid, client_id=self.client_id)
         self.send_frame(req.encode(version=version, header=True))
         frame = self.read_frame()
         cls = response_class(req.API_KEY)  # kafka-python's generated class, not Brook's codec

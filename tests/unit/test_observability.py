@@ -40,6 +40,12 @@ class FakePartition:
     log_end_offset: int = 0
     high_watermark: int = 0
     min_insync_replicas: int = 1
+    open_txn_start: int | None = None  # the first offset of an open transaction, if any
+
+    @property
+    def last_stable_offset(self) -> int:
+        hw = self.high_watermark
+        return hw if self.open_txn_start is None else min(self.open_txn_start, hw)
 
 
 @dataclass
@@ -164,6 +170,16 @@ def test_lag_is_never_negative() -> None:
     )
     s = scrape(BrokerMetrics(view).registry)
     assert value(s, "brook_consumer_group_lag", group="g", topic="t", partition="0") == 0
+
+
+def test_lag_is_measured_to_the_last_stable_offset() -> None:
+    """An open transaction holds read_committed consumers back: lag counts only what they can read."""
+    view = FakeView(
+        parts=[FakePartition("t", 0, high_watermark=100, log_end_offset=100, open_txn_start=70)],
+        offsets=[GroupOffset("g", "t", 0, 60)],
+    )
+    s = scrape(BrokerMetrics(view).registry)
+    assert value(s, "brook_consumer_group_lag", group="g", topic="t", partition="0") == 10
 
 
 def test_controller_metrics() -> None:

@@ -5,8 +5,10 @@ input, same bytes). ownerReferences are added by the handler.
 
 The broker pods' contract with the `brook broker` process (the broker side implements it):
 - everything cluster-wide arrives as BROOK_* variables from the ConfigMap (envFrom): BROOK_HOST,
-  BROOK_PORT, BROOK_DATA_DIR, BROOK_METRICS_PORT, BROOK_LOG_LEVEL, BROOK_ETCD_ENDPOINTS and the
-  broker settings of spec.config (BROOK_NUM_PARTITIONS, ...); topic defaults as `--topic-default`.
+  BROOK_PORT, BROOK_DATA_DIR, BROOK_METRICS_PORT, BROOK_METRICS_HOST (spec.metrics.host: 0.0.0.0 or
+  ::, what probes and Prometheus reach at the pod IP), BROOK_LOG_LEVEL, BROOK_ETCD_ENDPOINTS (with
+  TLS and an etcd user: etcd_client.py) and the broker settings of spec.config
+  (BROOK_NUM_PARTITIONS, ...); topic defaults as `--topic-default`.
 - BROOK_NODE_ID comes from the pod's `apps.kubernetes.io/pod-index` label (the StatefulSet ordinal,
   set by Kubernetes >= 1.28); BROOK_POD_NAME (the pod name) lets the broker derive the ordinal itself
   when that label is missing (BROOK_NODE_ID empty: the number after the last '-').
@@ -22,7 +24,7 @@ from typing import Any
 
 from .. import brokerconfig
 from ..spec import ClusterSpec
-from . import names, security
+from . import etcd_client, names, security
 
 Manifest = dict[str, Any]
 
@@ -40,12 +42,14 @@ def broker_env_config(
         "BROOK_PORT": str(spec.listener.port),
         "BROOK_DATA_DIR": names.DATA_DIR,
         "BROOK_METRICS_PORT": str(spec.metrics.port),
+        "BROOK_METRICS_HOST": spec.metrics.host,
         "BROOK_LOG_LEVEL": spec.log_level,
     }
     if etcd_endpoints:
         env["BROOK_ETCD_ENDPOINTS"] = ",".join(etcd_endpoints)
     env.update(brokerconfig.broker_env(spec.config))
     env.update(security.config(cluster, spec))
+    env.update(etcd_client.config(spec))
     return dict(sorted(env.items()))
 
 
@@ -191,6 +195,7 @@ def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str
     if spec.rack_topology_key is not None or security.needs_advertise(spec):
         mounts.append({"name": "rack", "mountPath": names.RACK_DIR, "readOnly": True})
     mounts += [m for m in security.broker_mounts(spec) if m["name"] != "rack"]
+    mounts += etcd_client.mounts(spec)
     container: dict[str, Any] = {
         "name": "broker",
         "image": image,
@@ -223,6 +228,7 @@ def _volumes(cluster: str, spec: ClusterSpec) -> list[dict[str, Any]]:
     if spec.rack_topology_key is not None or security.needs_advertise(spec):
         vols.append({"name": "rack", "emptyDir": {}})
     vols += security.volumes(cluster, spec)
+    vols += etcd_client.volumes(spec)
     if spec.rack_topology_key is not None or security.needs_node(spec):
         vols.append(
             {

@@ -21,6 +21,7 @@ from brook.security.quotas import ClientQuotas
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
 from .cluster import ClusterNode
+from .fetch_sessions import FetchSessionCache
 from .internal_topics import InternalTopic
 from .log_dir_failure import LogDirFailureHandler
 from .replica_manager import ReplicaManager
@@ -48,6 +49,7 @@ class Broker:
         self.log_dir_failure = LogDirFailureHandler(self)
         self.authorizer = Authorizer(settings.authorizer)
         self.quotas = ClientQuotas(settings.quotas)
+        self.fetch_sessions = FetchSessionCache()
 
     @property
     def node_id(self) -> int:

@@ -75,7 +75,7 @@ class ClusterNode:
         self.broker = broker
         self.settings = broker.settings
         self.node_id = broker.settings.node_id
-        self.client = EtcdClient(self.settings.etcd_endpoints)
+        self.client = EtcdClient(self.settings.etcd_endpoints, auth=self.settings.etcd_auth)
         self.store = EtcdMetadataStore(self.client, self.settings.cluster_name)
         host, port = self.settings.advertised
         self._peer_security = peer_security(self.settings)
@@ -125,7 +125,7 @@ class ClusterNode:
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        await self.client.connect()
+        await self.client.connect(self.store.layout.prefix)  # a key this cluster's etcd user may read
         self.cluster_id = await self.store.cluster_id(self.settings.cluster_id)
         snap = await self.store.snapshot()
         self._load(snap)

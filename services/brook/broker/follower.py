@@ -97,6 +97,11 @@ class LeaderFetcher:
             authenticate=security.authenticate,
         )
         self._task: asyncio.Task[None] | None = None
+        # The fetch session with the leader (KIP-227): its id (0: none yet), the epoch of the next
+        # request, and the position the leader holds for each partition, so an idle fetch lists none.
+        self._session_id = 0
+        self._session_epoch = 0
+        self._session_sent: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._wakeup = asyncio.Event()
         self._stopping = False
 
@@ -139,10 +144,12 @@ class LeaderFetcher:
                 raise
             except (ConnectionError, OSError, KafkaError, ValueError) as e:
                 log.info("replica fetcher %d <- %d: %s; retrying", self.node_id, self.leader_id, e)
+                self._reset_session()
                 self._conn.close()
                 await asyncio.sleep(_BACKOFF_S)
             except Exception:
                 log.exception("replica fetcher %d <- %d failed; retrying", self.node_id, self.leader_id)
+                self._reset_session()
                 self._conn.close()
                 await asyncio.sleep(_BACKOFF_S)
 
@@ -200,25 +207,44 @@ class LeaderFetcher:
             if waiting
             else self.partitions.values()
         )
-        request = [
-            ReplicaFetchPartition(
-                p.topic,
-                p.index,
-                p.log.log_end_offset,
-                p.leader_epoch,
-                p.log.log_start_offset,
-                _PARTITION_MAX_BYTES,
-            )
-            for p in ready
-        ]
-        if not request:
+        sent = self._session_sent
+        positions = {
+            (p.topic, p.index): (p.log.log_end_offset, p.leader_epoch, p.log.log_start_offset) for p in ready
+        }
+        if not positions:
             await asyncio.sleep(_BACKOFF_S)
             return
-        body = encode_replica_fetch(self.node_id, _MAX_WAIT_MS, 1, 64 * 1024 * 1024, request)
+        # A new session lists every partition; an open one only those whose position moved (an idle
+        # fetch lists none) and forgets those no longer fetched here.
+        changed = (
+            positions if self._session_id == 0 else {k: v for k, v in positions.items() if sent.get(k) != v}
+        )
+        forgotten = [] if self._session_id == 0 else [k for k in sent if k not in positions]
+        request = [
+            ReplicaFetchPartition(topic, index, offset, epoch, start, _PARTITION_MAX_BYTES)
+            for (topic, index), (offset, epoch, start) in changed.items()
+        ]
+        body = encode_replica_fetch(
+            self.node_id, _MAX_WAIT_MS, 1, 64 * 1024 * 1024, request, self._session_id, self._session_epoch,
+            forgotten,
+        )  # fmt: skip
         raw = await self._conn.request(ApiKey.FETCH, VERSION, body)
-        error, results = decode_replica_fetch_response(raw)
+        error, session_id, results = decode_replica_fetch_response(raw)
+        if error in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            self._reset_session()  # the leader lost it (restart, eviction): a full fetch opens another
+            return
         if error != ErrorCode.NONE:
             raise KafkaError(ErrorCode(error), "fetch refused by the leader")
+        if session_id == 0:
+            self._reset_session()  # no session given (the leader's cache is full): full fetches
+        else:
+            if self._session_id == 0:
+                sent.clear()
+            self._session_id = session_id
+            self._session_epoch = self._session_epoch + 1 if self._session_epoch < 2**31 - 1 else 1
+            for k in forgotten:
+                sent.pop(k, None)
+            sent.update(changed)
         throttled_bytes = 0
         partitions = self.partitions
         for r in results:
@@ -241,6 +267,11 @@ class LeaderFetcher:
             p.set_follower_log_start_offset(r.log_start_offset)
         if throttled_bytes:
             await self._throttle.take(throttled_bytes)
+
+    def _reset_session(self) -> None:
+        self._session_id = 0
+        self._session_epoch = 0
+        self._session_sent.clear()
 
     def _out_of_range(self, p: Partition, leader_log_start: int) -> None:
         if leader_log_start > p.log.log_end_offset:

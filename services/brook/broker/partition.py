@@ -18,7 +18,7 @@ from brook.log import PartitionLog
 from brook.log.txn_index import AbortedTxn
 from brook.protocol.batch import iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
-from brook.protocol.txn_records import build_control_batch, control_type
+from brook.protocol.txn_records import build_control_batch, control_marker
 from brook.replication.epochs import LeaderEpochCache
 
 from .fetch_waiter import FetchWaiter
@@ -270,12 +270,14 @@ class Partition:
         and aborts missing from the txn index (a crash between the marker and its index entry) are
         indexed again."""
         for h in self.log.iter_batch_headers(start):
-            kind = -1
+            kind = coordinator_epoch = -1
             if h.is_control:
                 s = self.log.read(h.base_offset, h.size)
                 if s is not None:
-                    kind = control_type(s.read(), 0, h)
-            self._completed(self.producers.record(h, h.base_offset, kind))
+                    kind, coordinator_epoch = control_marker(s.read(), 0, h)
+            self._completed(
+                self.producers.record(h, h.base_offset, kind, coordinator_epoch=coordinator_epoch)
+            )
             if epochs:
                 self.epochs.assign(h.partition_leader_epoch, h.base_offset)
 
@@ -301,17 +303,22 @@ class Partition:
 
     def append_marker(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int) -> int:
         """As the leader, write a transaction's COMMIT/ABORT marker; its offset. An older epoch than the
-        producer's is fenced (a stale coordinator's or producer's)."""
+        producer's is fenced (a stale coordinator's or producer's), and so is an older coordinator epoch
+        than the producer's last marker had (a deposed coordinator's)."""
         if not self.is_leader:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.node_id} does not lead {self.topic}-{self.index}",
             )
         self.producers.check_epoch(producer_id, epoch)
+        self.producers.check_coordinator_epoch(producer_id, coordinator_epoch)
         batch = build_control_batch(producer_id, epoch, commit, coordinator_epoch, int(time.time() * 1000))
         result = self.log.append(memoryview(batch), leader_epoch=self.leader_epoch)
         h = iter_headers(batch)[0][1]
-        self._completed(self.producers.record(h, result.base_offset, 1 if commit else 0))
+        kind = 1 if commit else 0
+        self._completed(
+            self.producers.record(h, result.base_offset, kind, coordinator_epoch=coordinator_epoch)
+        )
         self._advance_hw()
         self.wake_fetchers()
         return result.base_offset
@@ -361,8 +368,10 @@ class Partition:
         headers = iter_headers(records)
         self.log.append(records, assign_offsets=False)
         for pos, h in headers:
-            kind = control_type(records, pos, h) if h.is_control else -1
-            self._completed(self.producers.record(h, h.base_offset, kind))
+            kind, coordinator_epoch = control_marker(records, pos, h) if h.is_control else (-1, -1)
+            self._completed(
+                self.producers.record(h, h.base_offset, kind, coordinator_epoch=coordinator_epoch)
+            )
             self.epochs.assign(h.partition_leader_epoch, h.base_offset)
         self.wake_fetchers()
 

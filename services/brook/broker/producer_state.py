@@ -45,6 +45,8 @@ class CachedBatch:
 class ProducerEntry:
     epoch: int
     batches: deque[CachedBatch] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
+    # The newest transaction coordinator epoch of this producer's markers: an older one is fenced.
+    coordinator_epoch: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -103,20 +105,39 @@ class ProducerStateTable:
                 f"producer {producer_id} epoch {epoch} is older than {entry.epoch}",
             )
 
+    def check_coordinator_epoch(self, producer_id: int, coordinator_epoch: int) -> None:
+        """A marker from an older transaction coordinator than the last one seen (a zombie coordinator,
+        deposed since) is TRANSACTION_COORDINATOR_FENCED, as in Kafka."""
+        entry = self._producers.get(producer_id)
+        if entry is not None and coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                f"producer {producer_id}: coordinator epoch {coordinator_epoch} is older than "
+                f"{entry.coordinator_epoch}",
+            )
+
     def record(
-        self, h: BatchHeader, base_offset: int, control: int = -1, now_ms: int = 0
+        self,
+        h: BatchHeader,
+        base_offset: int,
+        control: int = -1,
+        now_ms: int = 0,
+        coordinator_epoch: int = -1,
     ) -> CompletedTxn | None:
         """Remember a batch appended at `base_offset` (its header may still carry the client's offset);
-        `control`: a marker's type. Returns the transaction a marker closed."""
+        `control`: a marker's type, `coordinator_epoch` its coordinator's. Returns the transaction a
+        marker closed."""
         if h.producer_id == NO_PRODUCER_ID:
             return None
         entry = self._producers.get(h.producer_id)
         if entry is None or h.producer_epoch != entry.epoch:
             batches = entry.batches if entry is not None and h.base_sequence == NO_SEQUENCE else None
-            entry = self._producers[h.producer_id] = ProducerEntry(h.producer_epoch)
+            known = entry.coordinator_epoch if entry is not None else -1
+            entry = self._producers[h.producer_id] = ProducerEntry(h.producer_epoch, coordinator_epoch=known)
             if batches is not None:  # a marker of a bumped epoch: the old sequences stay known
                 entry.batches = batches
         if h.is_control:
+            entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
             first = self._ongoing.pop(h.producer_id, None)
             self._txn_start_ms.pop(h.producer_id, None)
             if first is None:

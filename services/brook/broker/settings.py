@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brook.groups import GroupSettings
+from brook.metadata import EtcdAuth
 from brook.security.authorizer import AuthorizerSettings
 from brook.security.connection_limits import ConnectionLimitSettings
 from brook.security.listeners import Listener
@@ -45,6 +46,7 @@ class BrokerSettings:
     transactions: TxnSettings = field(default_factory=TxnSettings)
     # Cluster mode (etcd); empty endpoints: a single node with its metadata in <data_dir>/meta.json.
     etcd_endpoints: list[str] = field(default_factory=list)
+    etcd_auth: EtcdAuth = field(default_factory=EtcdAuth)  # TLS and user/password towards etcd
     cluster_name: str = "default"
     lease_ttl_s: int = 6  # a broker is declared dead this long after its last lease refresh
     replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms

@@ -14,11 +14,13 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -87,6 +89,32 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True, slots=True)
+class ServerTls:
+    """TLS on etcd's client port: its certificate and key (PEM); with `client_ca` it also requires
+    client certificates signed by that CA (--trusted-ca-file, --client-cert-auth). `health_*` are the
+    files its own health check uses (the CA of the server certificate; a client certificate)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+    health_ca: Path | None = None
+    health_cert: Path | None = None
+    health_key: Path | None = None
+
+    def args(self) -> list[str]:
+        out = ["--cert-file", str(self.cert), "--key-file", str(self.key)]
+        if self.client_ca is not None:
+            out += ["--trusted-ca-file", str(self.client_ca), "--client-cert-auth"]
+        return out
+
+    def context(self) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.health_ca) if self.health_ca else None)
+        if self.health_cert is not None:
+            ctx.load_cert_chain(str(self.health_cert), str(self.health_key) if self.health_key else None)
+        return ctx
+
+
 class EtcdProcess:
     """One etcd member on 127.0.0.1 (client and peer ports free unless given), data in `data_dir`.
 
@@ -110,6 +138,7 @@ class EtcdProcess:
         log_path: Path | None = None,
         extra_args: Sequence[str] = (),
         die_with_parent: bool = False,
+        tls: ServerTls | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.client_port = client_port or _free_port()
@@ -122,6 +151,7 @@ class EtcdProcess:
         self.log_path = log_path or data_dir.parent / f"{data_dir.name}.etcd.log"
         self.extra_args = list(extra_args)
         self.die_with_parent = die_with_parent  # SIGTERM from the kernel when this process dies (Linux)
+        self.tls = tls
         self.proc: subprocess.Popen[bytes] | None = None
         self._version: tuple[int, int, int] | None = None
 
@@ -132,7 +162,7 @@ class EtcdProcess:
 
     @property
     def client_url(self) -> str:
-        return f"http://{self.endpoint}"
+        return f"{'https' if self.tls else 'http'}://{self.endpoint}"
 
     @property
     def running(self) -> bool:
@@ -161,6 +191,8 @@ class EtcdProcess:
                 self._version = etcd_version(self.binary)
             if self._version >= (3, 5, 0):
                 cmd.append("--unsafe-no-fsync")
+        if self.tls is not None:
+            cmd += self.tls.args()
         return cmd + self.extra_args
 
     def start(self, timeout: float = 20.0) -> EtcdProcess:
@@ -191,7 +223,8 @@ class EtcdProcess:
 
     def healthy(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.client_url}/health", timeout=1.0) as resp:
+            ctx = self.tls.context() if self.tls is not None else None
+            with urllib.request.urlopen(f"{self.client_url}/health", timeout=1.0, context=ctx) as resp:
                 body = json.loads(resp.read())
         except (OSError, urllib.error.URLError, ValueError):
             return False

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 
 from brook.broker.broker import Broker
+from brook.broker.fetch_sessions import INITIAL_EPOCH
 from brook.broker.fetch_waiter import FetchWaiter
 from brook.broker.partition import Partition
 from brook.broker.replica_selector import preferred_read_replica
@@ -189,6 +190,12 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     req = decode_fetch_request(version, hdr.body)
     role = FOLLOWER if req.replica_id >= 0 else CONSUMER
     REQUEST_ROLE.set(role)
+    try:  # KIP-227: an incremental request stands for its session's whole partition set
+        session = broker.fetch_sessions.begin(req, version)
+    except KafkaError as e:
+        broker.metrics.on_error(ApiKey.FETCH, role, e.code)
+        return encode_fetch_response(version, [], 0, error_code=e.code)
+    full = session is None or req.session_epoch == INITIAL_EPOCH
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
     read = _Read(broker, req, version)
@@ -207,7 +214,7 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
         finally:
             for p in watched:
                 p.remove_waiter(waiter)
-    topics = read.topics
+    topics = read.topics if session is None else session.answer(read.topics, full)
     metrics = broker.metrics
     total_out = 0
     for t in topics:
@@ -223,4 +230,4 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
         total_out += n
     # Consumers' bytes count against consumer_byte_rate (replication is not a client's).
     throttle = charge(broker, hdr, FETCH_QUOTA, total_out) if role is CONSUMER else 0
-    return encode_fetch_response(version, topics, throttle)
+    return encode_fetch_response(version, topics, throttle, session_id=session.session_id if session else 0)

@@ -30,7 +30,10 @@ fetches never do. One pass (`clean_segments`):
 Transactions (KIP-98): nothing at or past the first unstable offset is cleaned (`max_offset`: an open
 transaction may still abort). Records of aborted transactions (the aborted-transaction index says which:
 a transactional batch of producer P between an aborted transaction's first offset and its ABORT marker)
-count for no key and are dropped, so an aborted value never replaces a committed one; markers are kept.
+count for no key and are dropped, so an aborted value never replaces a committed one. A COMMIT/ABORT
+marker goes once none of its transaction's records is left and its batch is older than
+delete.retention.ms (a consumer that read the data has had that long to read the marker too), unless it
+is its producer's last batch.
 
 Offsets never change (compaction leaves gaps); the log start and end offsets stay as they are.
 """
@@ -270,6 +273,8 @@ class _Pass:
         remove_tombstones: bool,
     ) -> None:
         self.aborted = aborted
+        # Producers whose transaction (since their previous marker) still has records in the output.
+        self._txn_kept: dict[int, bool] = {}
         self.directory = directory
         self.remove_tombstones = remove_tombstones
         self.horizon_ms = now_ms - config.delete_retention_ms  # tombstones whose batch is older go
@@ -280,6 +285,27 @@ class _Pass:
         self, h: BatchHeader, data: bytes, segment: Segment, result: _GroupResult
     ) -> bytes | None:
         """The batch as it should be written (`data` itself when unchanged), or None to drop it."""
+        if h.is_control:
+            return self._marker(h, data, result)
+        out = self._clean_data(h, data, segment, result)
+        if out is not None and h.is_transactional and (out is data or _has_records(out)):
+            # Records of this transaction remain (an emptied batch kept for sequences has none).
+            self._txn_kept[h.producer_id] = True
+        return out
+
+    def _marker(self, h: BatchHeader, data: bytes, result: _GroupResult) -> bytes | None:
+        pid = h.producer_id
+        records_left = self._txn_kept.pop(pid, False)
+        expired = 0 <= h.max_timestamp < self.horizon_ms
+        if records_left or not expired or self.last_batch_of_producer.get(pid) == h.base_offset:
+            return data
+        result.changed = True
+        result.records_removed += 1
+        return None
+
+    def _clean_data(
+        self, h: BatchHeader, data: bytes, segment: Segment, result: _GroupResult
+    ) -> bytes | None:
         if self.aborted.holds(h):
             result.changed = True
             result.records_removed += h.last_offset - h.base_offset + 1
@@ -373,6 +399,11 @@ class _Aborted:
             return False
         spans = self._by_producer.get(h.producer_id)
         return spans is not None and any(first <= h.base_offset < last for first, last in spans)
+
+
+def _has_records(batch: bytes) -> bool:
+    """Whether a (possibly rebuilt) batch holds any record: an empty batch keeps only its header."""
+    return parse_header(batch, 0).record_count > 0
 
 
 def _first_dirty_index(segments: Sequence[Segment], inactive: int, first_dirty_offset: int) -> int:

@@ -1,15 +1,18 @@
 """Cluster metadata in etcd: broker registration, controller election, topics and partition state
 with compare-and-swap and controller fencing, typed watches, and replica placement.
 
-The only room that talks to etcd (and the only one allowed to import aetcd). Layout: keys.py.
+The only room that talks to etcd (and the only one allowed to import aetcd: client.py, channel.py).
+Layout: keys.py.
 """
 
+from .channel import EtcdAuth
 from .client import EtcdClient, KeyValue, WatchEvent
 from .election import ControllerElection
 from .errors import (
     BrokerIdInUseError,
     CompactedError,
     ConflictError,
+    EtcdAuthError,
     EtcdUnavailableError,
     FencedError,
     MetadataError,
@@ -62,6 +65,8 @@ __all__ = [
     "ControllerElection",
     "ControllerInfo",
     "EntityConfigsChanged",
+    "EtcdAuth",
+    "EtcdAuthError",
     "EtcdClient",
     "EtcdMetadataStore",
     "EtcdUnavailableError",

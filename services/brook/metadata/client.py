@@ -1,4 +1,5 @@
-"""The one wrapper around aetcd: the only module of Brook that imports it.
+"""The one wrapper around aetcd: with channel.py (TLS and etcd authentication) the only module of
+Brook that imports it.
 
 Everything that leaves this module is Brook's own type (KeyValue, TxnResult, WatchEvent, the errors
 of `brook.metadata.errors`). Ranges, puts, deletes and transactions go straight to etcd's KV service
@@ -23,7 +24,8 @@ import aetcd  # type: ignore[import-untyped,unused-ignore]
 from aetcd import rpc  # type: ignore[import-untyped,unused-ignore]
 
 from ._tasks import raise_if_cancelling
-from .errors import CompactedError, EtcdUnavailableError, MetadataError
+from .channel import EtcdAuth, SecureAetcdClient
+from .errors import CompactedError, EtcdAuthError, EtcdUnavailableError, MetadataError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,11 +54,10 @@ def prefix_end(prefix: bytes) -> bytes:
 
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
-    """'host:port', 'http://host:port' or '[::1]:port' -> (host, port); the port defaults to 2379."""
+    """'host:port', 'http(s)://host:port' or '[::1]:port' -> (host, port); the port defaults to 2379.
+    (An https:// endpoint makes the client use TLS: see EtcdClient.)"""
     s = endpoint.strip()
-    if s.startswith("https://"):
-        raise ValueError(f"TLS endpoints are not supported yet: {endpoint}")
-    s = s.removeprefix("http://").rstrip("/")
+    s = s.removeprefix("https://").removeprefix("http://").rstrip("/")
     if s.startswith("["):  # [IPv6]:port
         host, _, rest = s[1:].partition("]")
         port = rest.removeprefix(":")
@@ -206,6 +207,30 @@ def _unavailable(e: BaseException) -> bool:
     return isinstance(e, aetcd.ConnectionFailedError | aetcd.ConnectionTimeoutError | TimeoutError)
 
 
+# What gRPC says when the TLS handshake fails (an untrusted server certificate, a client certificate
+# etcd does not accept): no retry mends that, so a start-up fails at once with the reason.
+_TLS_FAILURES = ("CERTIFICATE_VERIFY_FAILED", "Ssl handshake failed", "handshake failed", "SSL_ERROR")
+
+
+def _rejected(e: BaseException) -> str | None:
+    """Why etcd refuses us for good (bad credentials, TLS trust), else None."""
+    if isinstance(e, aetcd.InvalidArgumentError) and "authentication failed" in str(e):
+        return "etcd refused the user or password (etcdserver: authentication failed)"
+    if isinstance(e, aetcd.ClientError) and "user name is empty" in str(e):
+        return "etcd has authentication enabled: give --etcd-user and its password"
+    if isinstance(e, aetcd.ClientError) and "permission denied" in str(e):
+        return (
+            "etcd denied access (etcdserver: permission denied): the user, or the client "
+            "certificate's common name when no user is given, needs read-write on the cluster's keys"
+        )
+    if isinstance(e, aetcd.ConnectionFailedError) and any(m in str(e) for m in _TLS_FAILURES):
+        # gRPC's text ends with OpenSSL's reason, e.g. "...:CERTIFICATE_VERIFY_FAILED: unable to get
+        # local issuer certificate: OK"
+        reason = str(e).strip().removesuffix(": OK").rpartition("OPENSSL_internal:")[2]
+        return f"the TLS handshake with etcd failed: {reason}"
+    return None
+
+
 def _reraise_rpc(e: Exception) -> None:
     """Map a raw gRPC error (from a direct stub call) to aetcd's exceptions, as aetcd does."""
     if isinstance(e, rpc.AioRpcError):
@@ -214,6 +239,8 @@ def _reraise_rpc(e: Exception) -> None:
             raise aetcd.ConnectionFailedError(e.details()) from e
         if code == rpc.StatusCode.DEADLINE_EXCEEDED:
             raise aetcd.ConnectionTimeoutError(e.details()) from e
+        if code == rpc.StatusCode.UNAUTHENTICATED:  # e.g. a token etcd forgot when it restarted
+            raise aetcd.exceptions.UnauthenticatedError(e.details()) from e
         raise aetcd.ClientError(f"{code.name}: {e.details()}") from e
     raise e
 
@@ -222,13 +249,22 @@ class EtcdClient:
     """An asyncio etcd v3 client for Brook's metadata (endpoints: 'host:port' strings)."""
 
     def __init__(
-        self, endpoints: str | Sequence[str], *, timeout: float = 5.0, retry_for: float = 10.0
+        self,
+        endpoints: str | Sequence[str],
+        *,
+        timeout: float = 5.0,
+        retry_for: float = 10.0,
+        auth: EtcdAuth | None = None,
     ) -> None:
         items = [endpoints] if isinstance(endpoints, str) else list(endpoints)
         eps = [e for item in items for e in item.split(",") if e.strip()]
         if not eps:
             raise ValueError("no etcd endpoint given")
         self._endpoints = [parse_endpoint(e) for e in eps]
+        auth = auth or EtcdAuth()
+        if not auth.uses_tls and any(e.strip().startswith("https://") for e in eps):
+            auth = EtcdAuth(auth.cacert, auth.cert, auth.key, auth.user, auth.password, tls=True)
+        self.auth = auth
         self._clients: list[Any] = [None] * len(self._endpoints)
         self._current = 0
         self._timeout = timeout
@@ -254,19 +290,33 @@ class EtcdClient:
         i = self._current
         if self._clients[i] is None:
             host, port = self._endpoints[i]
-            self._clients[i] = aetcd.Client(
-                host=host, port=port, timeout=self._timeout, options=_CHANNEL_OPTIONS
+            self._clients[i] = SecureAetcdClient(
+                auth=self.auth, host=host, port=port, timeout=self._timeout, options=_CHANNEL_OPTIONS
             )
         return self._clients[i]
+
+    async def _drop(self, client: Any) -> None:
+        """Forget a client whose auth token etcd no longer knows (etcd restarted): the next call
+        connects and authenticates again."""
+        for i, c in enumerate(self._clients):
+            if c is client:
+                self._clients[i] = None
+                log.info("etcd: auth token no longer valid, authenticating again")
+                try:
+                    await c.close()
+                except Exception as e:  # the old channel may be broken already
+                    log.debug("etcd: close: %r", e)
 
     def _failover(self, failed: Any) -> None:
         if len(self._endpoints) > 1 and self._clients[self._current] is failed:
             self._current = (self._current + 1) % len(self._endpoints)
             log.warning("etcd: connection failed, trying %s", self.endpoint)
 
-    async def connect(self) -> None:
-        """Check that etcd answers (raises EtcdUnavailableError after `retry_for`)."""
-        await self.revision()
+    async def connect(self, probe: bytes = b"\0") -> None:
+        """Check that etcd answers by reading `probe` (with etcd's authentication on, a key the user
+        may read). Raises EtcdUnavailableError after `retry_for`, EtcdAuthError at once when etcd
+        refuses the credentials or the TLS handshake fails."""
+        await self.revision(probe)
 
     async def close(self) -> None:
         self._closed = True
@@ -293,6 +343,11 @@ class EtcdClient:
             try:
                 return await call(client)
             except Exception as e:
+                if (reason := _rejected(e)) is not None:
+                    raise EtcdAuthError(f"{reason} (etcd at {self.endpoint})") from e
+                if isinstance(e, aetcd.exceptions.UnauthenticatedError) and loop.time() < deadline:
+                    await self._drop(client)
+                    continue
                 if not _unavailable(e):
                     if isinstance(e, aetcd.ClientError):
                         raise MetadataError(f"etcd: {e}") from e
@@ -326,9 +381,10 @@ class EtcdClient:
         """The keys in [key, range_end) (just `key` when range_end is None)."""
         return await self._range(key, range_end)
 
-    async def revision(self) -> int:
-        """The store's current revision."""
-        return (await self._range(b"\0", None, count_only=True)).revision
+    async def revision(self, key: bytes = b"\0") -> int:
+        """The store's current revision (read through a count of `key`, which the user must be
+        allowed to read when etcd's authentication is on)."""
+        return (await self._range(key, None, count_only=True)).revision
 
     async def _range(self, key: bytes, range_end: bytes | None, count_only: bool = False) -> RangeResult:
         req = rpc.RangeRequest(key=key, count_only=count_only)
@@ -472,6 +528,9 @@ class EtcdClient:
         except aetcd.RevisionCompactedError as e:
             raise CompactedError(int(e.compacted_revision)) from e
         except Exception as e:
+            if isinstance(e, aetcd.exceptions.UnauthenticatedError):
+                await self._drop(client)
+                raise EtcdUnavailableError(f"etcd watch: {e}") from e
             if _unavailable(e):
                 self._failover(client)
                 raise EtcdUnavailableError(f"etcd watch: {e}") from e

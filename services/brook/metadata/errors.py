@@ -12,6 +12,11 @@ class EtcdUnavailableError(MetadataError):
     applied when it was a write: re-read before retrying a compare-and-swap."""
 
 
+class EtcdAuthError(MetadataError):
+    """etcd refuses this client for good: wrong user or password, or a TLS handshake that fails
+    (untrusted certificate). Retrying does not help; the message says which."""
+
+
 class CompactedError(MetadataError):
     """A watch asked for history etcd has already compacted away."""
 

@@ -58,7 +58,8 @@ class StateCollector(Collector):
         except Exception:
             self._failed("log directories")
 
-        # Partitions: per-replica log gauges, broker-level counts, and the high watermarks lag needs.
+        # Partitions: per-replica log gauges, broker-level counts, and the stable ends lag needs (the last
+        # stable offset: the high watermark unless a transaction is open, as read_committed reads).
         hw: dict[tuple[str, int], int] = {}
         try:
             size, start, end, hwm = (
@@ -78,7 +79,7 @@ class StateCollector(Collector):
                 end.add_sample("brook_log_end_offset", labels, p.log_end_offset)
                 hwm.add_sample("brook_high_watermark", labels, high)
                 hosted += 1
-                hw[(topic, index)] = high  # a follower's mirrors its leader's
+                hw[(topic, index)] = p.last_stable_offset  # a follower's mirrors its leader's
                 if not p.is_leader:
                     continue
                 leaders += 1

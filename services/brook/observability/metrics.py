@@ -49,11 +49,13 @@ brook_broker_info{broker}                   (the broker id; kafka.server:type=ap
 brook_metrics_collect_errors_total          (Brook's own: parts of scrapes the view failed to answer)
 =========================================  ===============================================================
 
-Consumer lag is log end as consumers see it (the high watermark, which ListOffsets LATEST answers and
-KEDA and kafka_exporter use) minus the committed offset, floored at 0. A broker exports it for the
-groups it coordinates on partitions it hosts; in a cluster the coordinator may not host a partition, so
-`assets/alerts.yaml` also records `brook:consumer_group_lag` from `brook_high_watermark` and
-`brook_consumer_group_committed_offset` across brokers, which is complete.
+Consumer lag is log end as consumers see it (the last stable offset: the high watermark, which
+ListOffsets LATEST answers and KEDA and kafka_exporter use, unless a transaction is open, when
+read_committed consumers stop at its first record) minus the committed offset, floored at 0. A broker
+exports it for the groups it coordinates on partitions it hosts; in a cluster the coordinator may not
+host a partition, so `assets/alerts.yaml` also records `brook:consumer_group_lag` from
+`brook_high_watermark` and `brook_consumer_group_committed_offset` across brokers, which is complete
+(that one measures to the high watermark).
 """
 
 from __future__ import annotations

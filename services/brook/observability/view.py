@@ -33,6 +33,8 @@ class PartitionView(Protocol):
     @property
     def high_watermark(self) -> int: ...
     @property
+    def last_stable_offset(self) -> int: ...  # read_committed's end: consumer lag is measured to it
+    @property
     def min_insync_replicas(self) -> int: ...
 
 

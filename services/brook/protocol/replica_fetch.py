@@ -42,12 +42,25 @@ _PARTITION_TAIL = struct.Struct(">ii")  # preferred read replica, records size
 
 
 def encode_replica_fetch(
-    replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int, partitions: list[ReplicaFetchPartition]
+    replica_id: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    max_bytes: int,
+    partitions: list[ReplicaFetchPartition],
+    session_id: int = 0,
+    session_epoch: int = -1,
+    forgotten: list[tuple[str, int]] | None = None,
 ) -> bytes:
+    """A Fetch v11 request; with a session (KIP-227) `partitions` are only those whose position changed
+    and `forgotten` those the session drops."""
     by_topic: dict[str, list[ReplicaFetchPartition]] = {}
     for p in partitions:
         by_topic.setdefault(p.topic, []).append(p)
-    out = [_REQUEST_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1, len(by_topic))]
+    out = [
+        _REQUEST_HEAD.pack(
+            replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch, len(by_topic)
+        )
+    ]
     pack = _REQUEST_PARTITION.pack
     for topic, parts in by_topic.items():
         name = topic.encode()
@@ -56,16 +69,25 @@ def encode_replica_fetch(
             pack(p.partition, p.current_leader_epoch, p.fetch_offset, p.log_start_offset, p.max_bytes)
             for p in parts
         ]
-    out.append(struct.pack(">ih", 0, 0))  # no forgotten topics, empty rack id
+    gone: dict[str, list[int]] = {}
+    for topic, index in forgotten or ():
+        gone.setdefault(topic, []).append(index)
+    out.append(struct.pack(">i", len(gone)))
+    for topic, indexes in gone.items():
+        name = topic.encode()
+        out.append(
+            struct.pack(">h", len(name)) + name + struct.pack(f">i{len(indexes)}i", len(indexes), *indexes)
+        )
+    out.append(struct.pack(">h", 0))  # empty rack id
     return b"".join(out)
 
 
-def decode_replica_fetch_response(body: memoryview) -> tuple[int, list[ReplicaFetchResult]]:
-    """(top-level error code, per-partition results) of a Fetch v11 response body."""
+def decode_replica_fetch_response(body: memoryview) -> tuple[int, int, list[ReplicaFetchResult]]:
+    """(top-level error code, session id, per-partition results) of a Fetch v11 response body."""
     r = Reader(body)
     r.int32()  # throttle
     error = r.int16()
-    r.int32()  # session id
+    session_id = r.int32()
     buf, end = r.buf, r.end
     head, tail = _PARTITION_HEAD, _PARTITION_TAIL
     empty = memoryview(b"")
@@ -90,4 +112,4 @@ def decode_replica_fetch_response(body: memoryview) -> tuple[int, list[ReplicaFe
             pos += max(n, 0)
             results.append(ReplicaFetchResult(topic, partition, code, hw, log_start, records))
         r.pos = pos
-    return error, results
+    return error, session_id, results

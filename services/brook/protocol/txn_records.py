@@ -51,6 +51,12 @@ def build_control_batch(
 
 def control_type(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> int:
     """CONTROL_COMMIT or CONTROL_ABORT of the control batch at `pos` (its first record's key)."""
+    return control_marker(buf, pos, header)[0]
+
+
+def control_marker(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> tuple[int, int]:
+    """(CONTROL_COMMIT or CONTROL_ABORT, coordinator epoch; -1 when the value holds none) of the control
+    batch at `pos`."""
     if not header.is_control:
         raise CodecError("not a control batch")
     r = Reader(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
@@ -64,7 +70,10 @@ def control_type(buf: bytes | bytearray | memoryview, pos: int, header: BatchHea
     kind = r.int16()
     if kind not in (CONTROL_ABORT, CONTROL_COMMIT):
         raise CodecError(f"unknown control record type {kind}")
-    return kind
+    if r.varint() < 6:  # value length: no (version, coordinator epoch)
+        return kind, -1
+    r.int16()  # value version
+    return kind, r.int32()
 
 
 # -- __transaction_state ---------------------------------------------------------------------------

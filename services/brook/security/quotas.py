@@ -103,6 +103,7 @@ class ClientQuotas:
     def __init__(self, settings: QuotaSettings | None = None) -> None:
         self.settings = settings or QuotaSettings()
         self._configs: dict[Entity, dict[str, float]] = {}
+        self._kinds: set[str] = set()
         self._rates: dict[tuple[str, Entity], _Rate] = {}
         self._resolved: dict[tuple[str, str, str], tuple[Entity, float] | None] = {}
 
@@ -115,11 +116,16 @@ class ClientQuotas:
             except ValueError:
                 continue  # written by a newer version: not ours to enforce
         self._configs = configs
+        self._kinds = {k for values in configs.values() for k in values}
         self._resolved = {}
 
     @property
     def configs(self) -> dict[Entity, dict[str, float]]:
         return self._configs
+
+    def has(self, kind: str) -> bool:
+        """Whether any entity has a quota of this kind (else charging it is skipped)."""
+        return kind in self._kinds
 
     def _bound(self, kind: str, user: str, client_id: str) -> tuple[Entity, float] | None:
         key = (kind, user, client_id)

@@ -8,11 +8,14 @@ import time
 from brook.broker.broker import Broker
 from brook.handlers import ADVERTISED, HANDLERS, Body
 from brook.handlers.sasl import SASL_SESSION
+from brook.handlers.throttle import REQUEST_QUOTA, charge
 from brook.observability import REQUEST_ROLE
 from brook.protocol.errors import ErrorCode
 from brook.protocol.fetch import RecordsRef, chunks_size
 from brook.protocol.frames import RequestHeader, response_prefix
 from brook.protocol.versions import ApiKey, response_is_flexible
+
+from .busy_time import BusyTime
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +51,12 @@ async def dispatch(broker: Broker, hdr: RequestHeader) -> list[bytes | RecordsRe
         raise CloseConnection(f"unsupported version {hdr.api_version} of API {ApiKey(hdr.api_key).name}")
     start = time.perf_counter()
     token = REQUEST_ROLE.set(None)
+    # request_percentage quotas charge the handler's own running time, not its waits.
+    timed: BusyTime[Body | None] | None = None
+    if broker.quotas.has(REQUEST_QUOTA):
+        timed = BusyTime(handler(broker, hdr))
     try:
-        body: Body | None = await handler(broker, hdr)
+        body: Body | None = await (timed if timed is not None else handler(broker, hdr))
     except Exception:
         broker.metrics.on_request(
             hdr.api_key, REQUEST_ROLE.get(), time.perf_counter() - start, ErrorCode.UNKNOWN_SERVER_ERROR
@@ -59,6 +66,8 @@ async def dispatch(broker: Broker, hdr: RequestHeader) -> list[bytes | RecordsRe
         broker.metrics.on_request(hdr.api_key, REQUEST_ROLE.get(), time.perf_counter() - start)
     finally:
         REQUEST_ROLE.reset(token)
+        if timed is not None:
+            charge(broker, hdr, REQUEST_QUOTA, timed.seconds * 1000)
     if body is None:
         return None
     flexible = response_is_flexible(hdr.api_key, hdr.api_version)

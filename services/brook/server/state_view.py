@@ -53,6 +53,10 @@ class PartitionState:
         return self._p.high_watermark
 
     @property
+    def last_stable_offset(self) -> int:
+        return self._p.last_stable_offset
+
+    @property
     def min_insync_replicas(self) -> int:
         return self._p.log.config.min_insync_replicas
 

@@ -279,6 +279,14 @@ class TransactionCoordinator:
             results = await self._markers.write_markers(
                 meta.producer_id, meta.producer_epoch, commit, coordinator_epoch, remaining
             )
+            if ErrorCode.TRANSACTION_COORDINATOR_FENCED in results.values():
+                # A newer coordinator has written this producer's markers: it finishes the transaction.
+                log.info(
+                    "txn %s: coordinator epoch %d is fenced; leaving it to the new one",
+                    tid,
+                    coordinator_epoch,
+                )
+                return
             failed = [
                 p
                 for p in remaining

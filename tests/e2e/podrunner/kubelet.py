@@ -59,6 +59,16 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec: no l
         _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a crashed test leaves no orphans
 
 
+def _write_if_changed(target: Path, text: str) -> None:
+    """Atomically (as the kubelet's atomic writer): a reader never sees half a certificate."""
+    if target.exists() and target.read_text() == text:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, target)
+
+
 @dataclass(frozen=True)
 class Event:
     at: float  # time.monotonic()
@@ -81,6 +91,7 @@ class Host(Protocol):
     base_env: Mapping[str, str]
     max_probe_period: float | None
     max_backoff: float
+    volume_sync_seconds: float  # how often mounted ConfigMaps and Secrets follow their objects
 
     def record(self, kind: str, pod: Mapping[str, Any], detail: str = "") -> None: ...
 
@@ -409,9 +420,15 @@ class PodWorker:
                         self.changed()
                     return
             self._condition("Initialized", True)
+            # As the kubelet does (its sync period), mounted ConfigMaps and Secrets follow their objects
+            # while the pod runs: a renewed certificate reaches the files a broker reloads.
+            sync = asyncio.create_task(self._sync_volumes())
             self.phase = "Running"
             self.changed()
-            results = await asyncio.gather(*(c.run(self.restart_policy) for c in self.containers))
+            try:
+                results = await asyncio.gather(*(c.run(self.restart_policy) for c in self.containers))
+            finally:
+                sync.cancel()
             if not self.terminating and self.restart_policy != "Always":
                 self.phase = "Succeeded" if all(results) else "Failed"
                 self.changed()
@@ -421,6 +438,23 @@ class PodWorker:
             log.exception("pod %s/%s failed", self.namespace, self.name)
             self.phase = "Failed"
             self.changed()
+
+    async def _sync_volumes(self) -> None:
+        while not self._stop.is_set():
+            await self.sleep_unless_stopping(self.host.volume_sync_seconds)
+            try:
+                config_maps = {
+                    c["metadata"]["name"]: c
+                    for c in await self.host.api.list("v1", "configmaps", self.namespace)
+                }
+                secrets = {
+                    s["metadata"]["name"]: s
+                    for s in await self.host.api.list("v1", "secrets", self.namespace)
+                }
+            except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as e:
+                log.warning("volume sync of %s/%s: %s", self.namespace, self.name, e)
+                continue
+            await self._write_config_volumes(config_maps, secrets)
 
     async def sleep_unless_stopping(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
@@ -513,9 +547,7 @@ class PodWorker:
                 items = ref.get("items") or [{"key": k, "path": k} for k in data]
                 for item in items:
                     if str(item["key"]) in data:
-                        target = d / str(item["path"])
-                        target.parent.mkdir(parents=True, exist_ok=True)
-                        target.write_text(data[str(item["key"])])
+                        _write_if_changed(d / str(item["path"]), data[str(item["key"])])
 
     async def launch(self, container: JSON) -> Launch:
         config_maps = {

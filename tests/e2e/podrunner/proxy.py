@@ -1,9 +1,10 @@
 """The kube-proxy part: every ClusterIP Service with a selector listens on 127.0.0.1:<service port>
 and forwards each TCP connection to one of its endpoints (round robin): the ready, non-terminating
 pods its selector matches (not-ready ones too with publishNotReadyAddresses), at the host port of the
-targetPort (a number or a container port's name). Headless Services (clusterIP None) get no proxy:
-their names resolve to pods directly (see podspec). Two Services on one port: the second is skipped
-with a warning.
+targetPort (a number or a container port's name). A NodePort Service also listens on each port's
+nodePort, as every node would (the fake nodes' address is 127.0.0.1). Headless Services (clusterIP
+None) get no proxy: their names resolve to pods directly (see podspec). Two Services on one port: the
+second is skipped with a warning.
 """
 
 from __future__ import annotations
@@ -70,8 +71,15 @@ class ServiceProxy:
             ):
                 continue
             ns, name = str(svc["metadata"]["namespace"]), str(svc["metadata"]["name"])
-            for port, backends in endpoints(svc, pods, self.ports).items():
+            by_port = endpoints(svc, pods, self.ports)
+            for port, backends in by_port.items():
                 want[(ns, name, port)] = backends
+            if spec.get("type") == "NodePort":
+                for sp in spec.get("ports") or []:
+                    if sp.get("nodePort"):
+                        want[(ns, f"{name} (node port)", int(sp["nodePort"]))] = by_port.get(
+                            int(sp["port"]), []
+                        )
         for key in list(self.servers):
             if key not in want:
                 server = self.servers.pop(key)

@@ -82,6 +82,7 @@ class RunnerConfig:
     base_env: dict[str, str] = field(default_factory=default_base_env)
     max_probe_period: float | None = 1.0  # None: the probes' own periods
     max_backoff: float = 5.0  # CrashLoopBackOff cap (Kubernetes: 300 s)
+    volume_sync_seconds: float = 2.0  # mounted ConfigMaps/Secrets refresh (the kubelet: about a minute)
     max_grace_seconds: float | None = None  # cap on a deleted pod's grace period (None: the pod's)
     resync: float = 1.0
     proxy: bool = True
@@ -100,6 +101,7 @@ class PodRunner:
         self.base_env: Mapping[str, str] = config.base_env
         self.max_probe_period: float | None = config.max_probe_period
         self.max_backoff = config.max_backoff
+        self.volume_sync_seconds = config.volume_sync_seconds
         self.workers: dict[str, PodWorker] = {}
         self.proxy = ServiceProxy(self.ports)
         self._events: list[Event] = []

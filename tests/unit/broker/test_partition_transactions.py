@@ -124,3 +124,64 @@ def test_compaction_drops_aborted_values_and_stops_at_open_transactions(tmp_path
     assert sum(1 for s in p.log._segments if s.base_offset <= open_at) >= 1
     s = p.log.read(open_at, 1 << 20)
     assert s is not None and b"open-1" in s.read()
+
+
+def control_offsets(p: Partition) -> list[int]:
+    from brook.protocol.batch import iter_headers
+
+    found: list[int] = []
+    offset = p.log.log_start_offset
+    while offset < p.log.log_end_offset and (s := p.log.read(offset, 1 << 30)) is not None:
+        for _, h in iter_headers(s.read()):
+            if h.is_control:
+                found.append(h.base_offset)
+            offset = h.last_offset + 1
+    return found
+
+
+def test_markers_go_once_their_transaction_has_no_records_left(tmp_path: Path) -> None:
+    """Kafka's cleaner keeps a COMMIT/ABORT marker until none of its transaction's records are left and
+    delete.retention.ms has passed; a producer's last batch always stays (its epoch)."""
+    import time
+
+    config = TopicConfig(cleanup_policy=frozenset({"compact"}), segment_bytes=200, delete_retention_ms=0)
+    p = Partition("t", 0, PartitionLog.open(tmp_path / "t-0", config), node_id=0, leads=True)
+    p.append(keyed_txn_batch(7, 0, b"a", b"aborted"))
+    aborted_marker = p.append_marker(7, 0, False, 0)  # nothing of it is kept: goes
+    p.append(keyed_txn_batch(8, 0, b"b", b"old"))
+    superseded_marker = p.append_marker(8, 0, True, 0)  # its only record is superseded below: goes
+    p.append(memoryview(batch([b"new"], key=b"b")))
+    p.append(keyed_txn_batch(9, 0, b"c", b"kept"))
+    kept_marker = p.append_marker(9, 0, True, 0)  # its record is the newest of "c": stays
+    p.append(keyed_txn_batch(7, 1, b"z", b"z"))
+    last_of_7 = p.append_marker(7, 0, True, 0)
+    p.append(keyed_txn_batch(8, 1, b"y", b"y"))
+    last_of_8 = p.append_marker(8, 0, True, 0)
+    p.append(keyed_txn_batch(9, 1, b"w", b"w"))
+    last_of_9 = p.append_marker(9, 0, True, 0)
+    for i in range(12):
+        p.append(memoryview(batch([b"x%d" % i], key=b"filler")))
+    markers = [aborted_marker, superseded_marker, kept_marker, last_of_7, last_of_8, last_of_9]
+    assert control_offsets(p) == markers
+    p.log.compact(now_ms=int(time.time() * 1000) + 10_000, max_offset=p.last_stable_offset)
+    assert control_offsets(p) == [kept_marker, last_of_7, last_of_8, last_of_9]
+    values = compacted_values(p)
+    assert values[b"b"] == b"new" and values[b"c"] == b"kept" and b"a" not in values
+
+
+def test_markers_of_a_deposed_coordinator_are_fenced(tmp_path: Path) -> None:
+    """A marker with an older coordinator epoch than the producer's last one is
+    TRANSACTION_COORDINATOR_FENCED, also after a restart (the epoch is in the marker, and snapshots)."""
+    p = open_partition(tmp_path / "t-0")
+    p.append(txn_batch(7, 0))
+    p.append_marker(7, 0, True, 5)  # coordinator epoch 5
+    p.append(txn_batch(7, 2))
+    with pytest.raises(KafkaError) as e:
+        p.append_marker(7, 0, False, 4)  # a zombie coordinator of epoch 4
+    assert e.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    p.log.close()
+    again = open_partition(tmp_path / "t-0")
+    with pytest.raises(KafkaError) as e:
+        again.append_marker(7, 0, False, 4)
+    assert e.value.code == ErrorCode.TRANSACTION_COORDINATOR_FENCED
+    again.append_marker(7, 0, True, 6)  # a newer coordinator goes on

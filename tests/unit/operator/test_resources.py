@@ -206,6 +206,7 @@ def test_config_goes_to_topic_default_flags_and_broker_env() -> None:
         "BROOK_ETCD_ENDPOINTS": ",".join(f"http://demo-etcd-{i}.demo-etcd.kafka.svc:2379" for i in range(3)),
         "BROOK_HOST": "0.0.0.0",
         "BROOK_LOG_LEVEL": "INFO",
+        "BROOK_METRICS_HOST": "0.0.0.0",
         "BROOK_METRICS_PORT": "9400",
         "BROOK_NUM_PARTITIONS": "6",
         "BROOK_PORT": "9093",
@@ -218,6 +219,53 @@ def test_external_etcd_endpoints_are_passed_as_they_are() -> None:
     objs = build({"replicas": 3, "etcd": {"endpoints": ["http://a:2379", "https://b:2379"]}})
     assert objs["ConfigMap/demo-config"]["data"]["BROOK_ETCD_ENDPOINTS"] == "http://a:2379,https://b:2379"
     assert not any(k.endswith("demo-etcd") for k in objs)
+
+
+SECURE_ETCD = {
+    "endpoints": ["https://etcd-0.example:2379"],
+    "tls": {"caSecret": {"name": "etcd-ca"}, "clientCertificateSecret": "brook-etcd-client"},
+    "auth": {"user": "brook", "passwordSecret": {"name": "brook-etcd", "key": "pw"}},
+}
+
+
+def test_etcd_tls_and_auth_secrets_are_mounted_and_named_in_the_config() -> None:
+    objs = build({"replicas": 3, "etcd": SECURE_ETCD, "metrics": {"host": "::"}})
+    data = objs["ConfigMap/demo-config"]["data"]
+    assert {k: v for k, v in data.items() if k.startswith("BROOK_ETCD_") or k == "BROOK_METRICS_HOST"} == {
+        "BROOK_ETCD_ENDPOINTS": "https://etcd-0.example:2379",
+        "BROOK_ETCD_CACERT": "/etc/brook/etcd/ca/ca.crt",
+        "BROOK_ETCD_CERT": "/etc/brook/etcd/client/tls.crt",
+        "BROOK_ETCD_KEY": "/etc/brook/etcd/client/tls.key",
+        "BROOK_ETCD_USER": "brook",
+        "BROOK_ETCD_PASSWORD_FILE": "/etc/brook/etcd/auth/pw",
+        "BROOK_METRICS_HOST": "::",
+    }
+    assert not any(k.endswith("PASSWORD") for k in data)  # the password itself is only a file
+    sts = objs["StatefulSet/demo-broker"]
+    vols = {v["name"]: v for v in sts["spec"]["template"]["spec"]["volumes"]}
+    assert vols["etcd-ca"]["secret"]["secretName"] == "etcd-ca"
+    assert vols["etcd-ca"]["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]
+    assert vols["etcd-client"]["secret"]["secretName"] == "brook-etcd-client"
+    assert vols["etcd-auth"]["secret"]["items"] == [{"key": "pw", "path": "pw"}]
+    mounts = {m["name"]: m for m in container(sts)["volumeMounts"]}
+    for name, path in (("etcd-ca", "ca"), ("etcd-client", "client"), ("etcd-auth", "auth")):
+        assert mounts[name] == {"name": name, "mountPath": f"/etc/brook/etcd/{path}", "readOnly": True}
+    # The files the ConfigMap names are where the Secrets are mounted.
+    for key in ("BROOK_ETCD_CACERT", "BROOK_ETCD_CERT", "BROOK_ETCD_KEY", "BROOK_ETCD_PASSWORD_FILE"):
+        directory, _, item = data[key].rpartition("/")
+        volume = next(m["name"] for m in mounts.values() if m["mountPath"] == directory)
+        assert item in [i["path"] for i in vols[volume]["secret"]["items"]]
+
+
+def test_plain_etcd_mounts_nothing_for_it() -> None:
+    objs = build({"replicas": 3, "etcd": {"endpoints": ["http://e:2379"]}})
+    assert not [
+        k
+        for k in objs["ConfigMap/demo-config"]["data"]
+        if k.startswith("BROOK_ETCD_") and "ENDPOINTS" not in k
+    ]
+    vols = objs["StatefulSet/demo-broker"]["spec"]["template"]["spec"]["volumes"]
+    assert not [v for v in vols if v["name"].startswith("etcd-")]
 
 
 def test_a_config_change_changes_the_pod_revision_and_nothing_else_does() -> None:
@@ -328,8 +376,9 @@ def test_managed_etcd_refs_name_what_the_builders_make() -> None:
         {"replicas": 1},
         {"replicas": 1, "storage": {"type": "ephemeral"}},
         {"replicas": 3, "etcd": {"endpoints": ["http://e:2379"]}},
+        {"replicas": 3, "etcd": SECURE_ETCD},
     ],
-    ids=["full", "minimal", "ephemeral", "external-etcd"],
+    ids=["full", "minimal", "ephemeral", "external-etcd", "secure-etcd"],
 )
 def test_every_built_manifest_is_a_valid_kubernetes_object(spec: dict[str, Any], version: str) -> None:
     ms = resources.cluster_manifests("demo", "kafka", parse_cluster("demo", spec), default_image=IMAGE)

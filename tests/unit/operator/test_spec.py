@@ -7,8 +7,11 @@ import pytest
 from brook_operator.spec import (
     Autoscaling,
     ClusterSpec,
+    EtcdTls,
+    EtcdUser,
     Listener,
     Metrics,
+    SecretKey,
     SpecError,
     Storage,
     parse_cluster,
@@ -18,6 +21,22 @@ from brook_operator.spec import (
 from .crd_defaults import apply_defaults, schema
 
 ETCD = {"endpoints": ["http://etcd:2379"]}
+
+
+def test_etcd_tls_and_auth_are_read_with_their_default_keys() -> None:
+    s = parse_cluster(
+        "demo",
+        {
+            "etcd": {
+                "endpoints": ["https://etcd:2379"],
+                "tls": {"caSecret": {"name": "ca"}, "clientCertificateSecret": "client"},
+                "auth": {"user": "brook", "passwordSecret": {"name": "pw"}},
+            }
+        },
+    )
+    assert s.etcd is not None
+    assert s.etcd.tls == EtcdTls(SecretKey("ca", "ca.crt"), "client")
+    assert s.etcd.auth == EtcdUser("brook", SecretKey("pw", "password"))
 
 
 def test_minimal_cluster_takes_the_defaults() -> None:
@@ -38,6 +57,13 @@ def test_minimal_cluster_takes_the_defaults() -> None:
         {"etcd": {"managed": {}}},
         {"etcd": ETCD, "rack": {}, "autoscaling": {}, "metrics": {}, "storage": {}},
         {"replicas": 1},
+        {
+            "etcd": {
+                "endpoints": ["https://etcd:2379"],
+                "tls": {"caSecret": {"name": "ca"}, "clientCertificateSecret": "client"},
+                "auth": {"user": "brook", "passwordSecret": {"name": "pw"}},
+            }
+        },
     ],
 )
 def test_python_defaults_equal_the_crd_defaults(spec: dict[str, Any]) -> None:
@@ -89,6 +115,13 @@ def test_config_values_are_normalized_to_kafka_strings() -> None:
         ({"replicas": 1, "etcd": {}}, "exactly one of endpoints or managed"),
         ({"replicas": 1, "etcd": {"endpoints": ["etcd:2379"]}}, "must look like http://host:port"),
         ({"replicas": 1, "etcd": {"managed": {"replicas": 2}}}, "must be 1, 3 or 5"),
+        (
+            {"replicas": 1, "etcd": {"managed": {}, "auth": {"user": "u", "passwordSecret": {"name": "p"}}}},
+            "are for external endpoints, not a managed etcd",
+        ),
+        ({"replicas": 1, "etcd": {**ETCD, "auth": {"user": "u"}}}, "needs user and passwordSecret"),
+        ({"replicas": 1, "etcd": {**ETCD, "tls": {"caSecret": {}}}}, "tls.caSecret.name is required"),
+        ({"replicas": 1, "metrics": {"host": "127.0.0.1"}}, "metrics.host must be one of 0.0.0.0, ::"),
         ({"replicas": 1, "storage": {"size": "ten"}}, "spec.storage.size 'ten' is not valid"),
         ({"replicas": 1, "storage": {"type": "tmpfs"}}, "spec.storage.type must be one of"),
         ({"replicas": 1, "imagePullPolicy": "Sometimes"}, "imagePullPolicy must be one of"),

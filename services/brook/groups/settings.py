@@ -1,0 +1,19 @@
+"""The group coordinator's settings (Kafka's names in comments) and the offsets topic's name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+@dataclass(slots=True)
+class GroupSettings:
+    offsets_topic_partitions: int = 50  # offsets.topic.num.partitions
+    offsets_topic_replication_factor: int = 1  # offsets.topic.replication.factor
+    offsets_retention_minutes: int = 7 * 24 * 60  # offsets.retention.minutes
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
+    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
+    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
