@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import select
 import socket
 import struct
 import time
@@ -26,6 +25,7 @@ from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 from tests.support.broker import BrokerProcess
+from tests.support.raw import readable
 from tests.support.records import batch
 
 pytestmark = pytest.mark.slow
@@ -243,7 +243,7 @@ def test_shutdown_with_responses_stuck_in_sendfile_is_clean(tmp_path: Path) -> N
             socks.append(s)
         # Response bytes arriving mean its sendfile has started; ~3 MB into a 4 KiB buffer keeps it going.
         for s in socks:
-            assert select.select([s], [], [], ANSWER_TIMEOUT_S)[0], "no response started"
+            assert readable(s, ANSWER_TIMEOUT_S), "no response started"
         log_start = b.log_path.stat().st_size
         assert b.stop() == 0
     finally:

@@ -5,7 +5,6 @@ arrives, answers empty at max.wait.ms and not before, and holds out for min.byte
 from __future__ import annotations
 
 import itertools
-import select
 import struct
 import time
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from kafka.protocol.producer import ProduceRequest
 
 from brook.protocol.messages import response_class
 from tests.support.broker import BrokerProcess
-from tests.support.raw import RawClient, fetch_request
+from tests.support.raw import RawClient, fetch_request, readable
 from tests.support.records import batch
 
 pytestmark = pytest.mark.slow
@@ -94,8 +93,7 @@ class PendingFetch:
 
     def answered_within(self, seconds: float) -> bool:
         """Whether the response (its first bytes) arrives within `seconds`."""
-        readable, _, _ = select.select([self.c.sock], [], [], seconds)
-        return bool(readable)
+        return readable(self.c.sock, seconds)
 
     def result(self) -> tuple[float, Any]:
         """(seconds since sent, the partition's response)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import select
 import socket
 import struct
 from typing import Any
@@ -9,6 +10,14 @@ from typing import Any
 from kafka.protocol.consumer import FetchRequest
 
 from brook.protocol.messages import response_class
+
+
+def readable(sock: socket.socket, seconds: float) -> bool:
+    """Whether `sock` has data (or EOF) within `seconds`. poll(), not select(): a long test session holds
+    more than 1,024 descriptors, past which select() refuses a socket."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(seconds * 1000))
 
 
 class RawClient:

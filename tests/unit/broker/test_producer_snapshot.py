@@ -24,9 +24,23 @@ from tests.support.records import batch
 SMALL = replace(TopicConfig(), segment_bytes=400)  # a roll every few batches
 
 
+_opened: list[PartitionLog] = []
+
+
+@pytest.fixture(autouse=True)
+def _release_files() -> Iterator[None]:
+    """Each test opens many small segments: let go of their file descriptors (the suite's process runs
+    on, and select() cannot take descriptors past 1023)."""
+    yield
+    for plog in _opened:
+        plog.release()
+    _opened.clear()
+
+
 def open_partition(path: Path, scanned: list[int] | None = None) -> Partition:
     """The partition at `path`; `scanned` collects the offset each header scan of the log starts at."""
     plog = PartitionLog.open(path, SMALL)
+    _opened.append(plog)
     if scanned is not None:
         iterate = plog.iter_batch_headers
 
