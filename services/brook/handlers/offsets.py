@@ -39,28 +39,35 @@ def offset_commits(req: Any) -> list[OffsetCommit]:
     ]
 
 
+def commit_denials(
+    broker: Broker, group_id: str, commits: list[OffsetCommit]
+) -> tuple[dict[tuple[str, int], ErrorCode], list[OffsetCommit] | None]:
+    """READ on the group, then READ on each topic (Kafka's order, for OffsetCommit and TxnOffsetCommit):
+    the refused commits' errors, and the commits to make (None: the group itself is refused)."""
+    if not allowed(broker, Operation.READ, ResourceType.GROUP, group_id):
+        return {(c.topic, c.partition): ErrorCode.GROUP_AUTHORIZATION_FAILED for c in commits}, None
+    readable = filter_allowed(broker, Operation.READ, ResourceType.TOPIC, {c.topic for c in commits})
+    denied = {
+        (c.topic, c.partition): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        for c in commits
+        if c.topic not in readable
+    }
+    return denied, [c for c in commits if c.topic in readable]
+
+
 async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.OFFSET_COMMIT, v, hdr.body)
     commits = offset_commits(req)
-    # READ on the group, then READ on each topic (Kafka's order): denied commits are not made.
-    results: dict[tuple[str, int], ErrorCode] = {}
-    if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
-        results = {(c.topic, c.partition): ErrorCode.GROUP_AUTHORIZATION_FAILED for c in commits}
-    else:
-        readable = filter_allowed(broker, Operation.READ, ResourceType.TOPIC, {c.topic for c in commits})
-        results = {
-            (c.topic, c.partition): ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            for c in commits
-            if c.topic not in readable
-        }
+    results, allowed_commits = commit_denials(broker, req.group_id, commits)
+    if allowed_commits is not None:
         results.update(
             await broker.groups.commit_offsets(
                 req.group_id,
                 req.generation_id_or_member_epoch,
                 req.member_id,
                 getattr(req, "group_instance_id", None),
-                [c for c in commits if c.topic in readable],
+                allowed_commits,
                 partition_exists(broker),
             )
         )

@@ -18,7 +18,7 @@ from brook.transactions.state import TxnState
 
 from .authorized import Operation, ResourceType, allowed, allowed_cluster, filter_allowed
 from .context import Body, check_leader
-from .offsets import offset_commits, partition_exists
+from .offsets import commit_denials, offset_commits, partition_exists
 
 
 def fenced_for(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
@@ -114,13 +114,8 @@ async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body |
     v = hdr.api_version
     req = messages.decode_request(ApiKey.TXN_OFFSET_COMMIT, v, hdr.body)
     commits = offset_commits(req)
-    # READ on the group, then on each topic, as for OffsetCommit.
-    results: dict[tuple[str, int], ErrorCode] = {}
-    if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
-        results = {(c.topic, c.partition): ErrorCode.GROUP_AUTHORIZATION_FAILED for c in commits}
-    else:
-        readable = filter_allowed(broker, Operation.READ, ResourceType.TOPIC, {c.topic for c in commits})
-        results = {(c.topic, c.partition): ErrorCode.TOPIC_AUTHORIZATION_FAILED for c in commits}
+    results, allowed_commits = commit_denials(broker, req.group_id, commits)
+    if allowed_commits is not None:
         results.update(
             await broker.groups.commit_txn_offsets(
                 req.group_id,
@@ -129,7 +124,7 @@ async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body |
                 getattr(req, "generation_id", -1) if v >= 3 else -1,
                 getattr(req, "member_id", "") if v >= 3 else "",
                 getattr(req, "group_instance_id", None),
-                [c for c in commits if c.topic in readable],
+                allowed_commits,
                 partition_exists(broker),
             )
         )
