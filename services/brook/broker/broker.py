@@ -249,7 +249,7 @@ class Broker:
         """Append as the leader and return once the write is committed (acks=all); the base offset."""
         p = self.replicas.partition(topic, index)
         outcome = p.append(records, acks=-1)
-        await p.wait_committed(outcome.last_offset, 30.0)
+        await p.wait_committed(outcome.last_offset, p.leader_epoch, 30.0)
         return outcome.base_offset
 
     def coordinator_partition_loaded(self, topic: str, index: int) -> None:

@@ -464,9 +464,17 @@ class Partition:
                 fut.set_exception(KafkaError(code))
 
     # -- waiting -----------------------------------------------------------------------------------
-    async def wait_committed(self, last_offset: int, timeout_s: float) -> None:
+    async def wait_committed(self, last_offset: int, leader_epoch: int, timeout_s: float) -> None:
         """acks=all: wait until the high watermark passes `last_offset`, with min.insync.replicas in the
-        ISR at that moment (an ISR that shrank meanwhile gives NOT_ENOUGH_REPLICAS_AFTER_APPEND)."""
+        ISR at that moment (an ISR that shrank meanwhile gives NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+        `leader_epoch` is the one the records were appended in: a caller may only get here after other
+        tasks ran, and if leadership moved meanwhile the records may be truncated (and the waiter would
+        never be released on a follower), so that answers NOT_LEADER_OR_FOLLOWER at once."""
+        if not self.is_leader or self.role.leader_epoch != leader_epoch:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.node_id} no longer leads {self.topic}-{self.index} in epoch {leader_epoch}",
+            )
         if self.high_watermark > last_offset:
             self._check_isr_after_append()
             return

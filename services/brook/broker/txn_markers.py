@@ -32,7 +32,7 @@ async def write_marker(
     """Append one marker as the partition's leader and wait for the in-sync replicas (acks=all)."""
     p = broker.replicas.partition(topic, index)
     offset = p.append_marker(producer_id, epoch, commit, coordinator_epoch)
-    await p.wait_committed(offset, _MARKER_TIMEOUT_S)
+    await p.wait_committed(offset, p.leader_epoch, _MARKER_TIMEOUT_S)
     if topic == OFFSETS_TOPIC:
         broker.groups.complete_txn(index, producer_id, commit)
 

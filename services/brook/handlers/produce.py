@@ -59,7 +59,9 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                     )
                 )
                 if req.acks == -1:
-                    commit = _committed(broker, p, r.last_offset, timeout_s, out, len(out) - 1)
+                    # The epoch now: the commit task starts after other tasks, maybe after a move.
+                    epoch = p.leader_epoch
+                    commit = _committed(broker, p, r.last_offset, epoch, timeout_s, out, len(out) - 1)
                     commits.append(asyncio.ensure_future(commit))
             except KafkaError as e:
                 broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
@@ -82,13 +84,14 @@ async def _committed(
     broker: Broker,
     p: Partition,
     last_offset: int,
+    leader_epoch: int,
     timeout_s: float,
     out: list[PartitionProduceResult],
     i: int,
 ) -> None:
     """Wait for one partition's acks=all commit; a failure replaces that partition's result only."""
     try:
-        await p.wait_committed(last_offset, timeout_s)
+        await p.wait_committed(last_offset, leader_epoch, timeout_s)
     except KafkaError as e:
         broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
         out[i] = PartitionProduceResult(out[i].index, e.code, -1, -1, -1, e.message)

@@ -210,7 +210,7 @@ def test_acks_all_completes_when_every_isr_member_has_the_records(tmp_path: Path
         lead(p)
         out = p.append(memoryview(batch([b"a", b"b", b"c"])), acks=-1)
         assert (out.base_offset, out.last_offset) == (0, 2)
-        waiting = asyncio.ensure_future(p.wait_committed(out.last_offset, 10))
+        waiting = asyncio.ensure_future(p.wait_committed(out.last_offset, 1, 10))
         await asyncio.sleep(0)
         p.record_follower_fetch(1, 3)
         p.record_follower_fetch(2, 2)  # one record short
@@ -219,7 +219,7 @@ def test_acks_all_completes_when_every_isr_member_has_the_records(tmp_path: Path
         p.record_follower_fetch(2, 3)
         await asyncio.wait_for(waiting, 1)  # no exception: acknowledged
         # Already committed: answered at once.
-        await asyncio.wait_for(p.wait_committed(1, 10), 1)
+        await asyncio.wait_for(p.wait_committed(1, 1, 10), 1)
 
     asyncio.run(scenario())
 
@@ -231,7 +231,7 @@ def test_acks_all_times_out_without_the_followers(tmp_path: Path, clock: Clock) 
         out = p.append(memoryview(batch([b"a"])), acks=-1)
         p.record_follower_fetch(1, 1)
         with pytest.raises(KafkaError) as e:
-            await p.wait_committed(out.last_offset, 0.05)
+            await p.wait_committed(out.last_offset, 1, 0.05)
         assert e.value.code == ErrorCode.REQUEST_TIMED_OUT
 
     asyncio.run(scenario())
@@ -244,7 +244,7 @@ def test_acks_all_fails_when_the_isr_shrinks_below_min_insync_while_waiting(
         p = new_partition(tmp_path, min_insync=2)
         lead(p)
         out = p.append(memoryview(batch([b"a"])), acks=-1)
-        waiting = asyncio.ensure_future(p.wait_committed(out.last_offset, 10))
+        waiting = asyncio.ensure_future(p.wait_committed(out.last_offset, 1, 10))
         await asyncio.sleep(0)
         lead(p, isr=[0])  # both followers dropped: the high watermark reaches the record on the leader alone
         with pytest.raises(KafkaError) as e:
@@ -259,11 +259,37 @@ def test_acks_all_waiters_fail_when_leadership_is_lost(tmp_path: Path, clock: Cl
         p = new_partition(tmp_path)
         lead(p)
         out = p.append(memoryview(batch([b"a"])), acks=-1)
-        waiting = asyncio.ensure_future(p.wait_committed(out.last_offset, 10))
+        waiting = asyncio.ensure_future(p.wait_committed(out.last_offset, 1, 10))
         await asyncio.sleep(0)
         p.become_follower(PartitionRole(1, 2, [0, 1, 2], [1, 2]))
         with pytest.raises(KafkaError) as e:
             await asyncio.wait_for(waiting, 1)
+        assert e.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("then_leads_again", [False, True])
+def test_acks_all_waiting_that_starts_after_a_leadership_move_is_refused_at_once(
+    tmp_path: Path, clock: Clock, then_leads_again: bool
+) -> None:
+    """Produce appends, then waits in a task that runs later: a move in between (the etcd watch ran
+    first) must not leave a waiter a follower never releases, nor acknowledge offsets the next epoch
+    may have truncated and rewritten."""
+
+    async def scenario() -> None:
+        p = new_partition(tmp_path)
+        lead(p)
+        out = p.append(memoryview(batch([b"a"])), acks=-1)
+        epoch = p.leader_epoch
+        p.become_follower(PartitionRole(1, 2, [0, 1, 2], [0, 1, 2]))
+        if then_leads_again:
+            lead(p, epoch=3)
+            p.record_follower_fetch(1, 1)
+            p.record_follower_fetch(2, 1)
+            assert p.high_watermark > out.last_offset  # committed, but in an epoch it was not written in
+        with pytest.raises(KafkaError) as e:
+            await asyncio.wait_for(p.wait_committed(out.last_offset, epoch, 10), 1)
         assert e.value.code == ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     asyncio.run(scenario())
