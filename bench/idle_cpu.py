@@ -32,6 +32,12 @@ from broker_bench import NCPU, machine_busy_seconds, proc_cpu_seconds  # noqa: E
 from cluster_bench import BenchCluster  # noqa: E402
 
 
+def _py_spy() -> str:
+    """py-spy from PATH, else the one installed beside this Python (the project's venv)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else "py-spy")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", default="300,1500", help="total partition counts to measure, ascending")
@@ -63,7 +69,7 @@ def main() -> None:
                 a.profile.mkdir(parents=True, exist_ok=True)
                 out = a.profile / f"idle-{total}-b0.txt"
                 spy = subprocess.Popen(
-                    [shutil.which("py-spy") or "py-spy", "record", "--pid", str(pids[0]), "--format", "raw",
+                    [_py_spy(), "record", "--pid", str(pids[0]), "--format", "raw",
                      "--duration", str(int(a.seconds)), "--rate", "200", "-o", str(out)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
