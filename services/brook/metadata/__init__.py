@@ -5,6 +5,7 @@ The only room that talks to etcd (and the only one allowed to import aetcd: clie
 Layout: keys.py.
 """
 
+from .changes import MetadataSnapshot, MetadataWatch
 from .channel import EtcdAuth
 from .client import EtcdClient, KeyValue, WatchEvent
 from .election import ControllerElection
@@ -47,7 +48,7 @@ from .models import (
 )
 from .placement import PlacementError, assign_replicas
 from .registry import BrokerRegistry, MembershipWatch, live_brokers
-from .store import EtcdMetadataStore, MetadataSnapshot, MetadataWatch
+from .store import EtcdMetadataStore
 from .watch import PrefixWatch, watch_key, watch_prefix
 
 __all__ = [
