@@ -23,7 +23,7 @@ from brook.metadata import (
     TopicExistsError,
     TopicRecord,
 )
-from brook.metadata.client import EventType, KeyValue, WatchEvent
+from brook.metadata.kv import EventType, KeyValue, WatchEvent
 from brook.metadata.watch import PrefixWatch
 from tests.support.etcd import cluster_name, etcd_process, eventually, run
 

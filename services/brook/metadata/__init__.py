@@ -7,7 +7,7 @@ Layout: keys.py.
 
 from .changes import MetadataSnapshot, MetadataWatch
 from .channel import EtcdAuth
-from .client import EtcdClient, KeyValue, WatchEvent
+from .client import EtcdClient
 from .election import ControllerElection
 from .errors import (
     BrokerIdInUseError,
@@ -21,6 +21,7 @@ from .errors import (
     UnknownTopicError,
 )
 from .keys import KeyLayout
+from .kv import KeyValue, WatchEvent
 from .lease import KeptLease
 from .models import (
     NO_LEADER,

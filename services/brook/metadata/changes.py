@@ -9,8 +9,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from .client import EtcdClient, EventType, KeyValue, WatchEvent
+from .client import EtcdClient
 from .keys import KeyKind, KeyLayout
+from .kv import EventType, KeyValue, WatchEvent
 from .models import (
     AclKey,
     AclsChanged,

@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, TypeVar
 
 import aetcd  # type: ignore[import-untyped,unused-ignore]
@@ -26,6 +24,21 @@ from aetcd import rpc  # type: ignore[import-untyped,unused-ignore]
 from ._tasks import raise_if_cancelling
 from .channel import EtcdAuth, SecureAetcdClient
 from .errors import CompactedError, EtcdAuthError, EtcdUnavailableError, MetadataError
+from .kv import (
+    Compare,
+    Delete,
+    EventType,
+    Get,
+    KeyValue,
+    Lease,
+    Op,
+    Put,
+    RangeResult,
+    Target,
+    TxnResult,
+    WatchEvent,
+    prefix_end,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,16 +56,6 @@ _CHANNEL_OPTIONS: dict[str, Any] = {
 }
 
 
-def prefix_end(prefix: bytes) -> bytes:
-    """The range end that makes [prefix, end) exactly the keys starting with prefix."""
-    b = bytearray(prefix)
-    for i in reversed(range(len(b))):
-        if b[i] < 0xFF:
-            b[i] += 1
-            return bytes(b[: i + 1])
-    return b"\0"  # all keys from prefix on
-
-
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
     """'host:port', 'http(s)://host:port' or '[::1]:port' -> (host, port); the port defaults to 2379.
     (An https:// endpoint makes the client use TLS: see EtcdClient.)"""
@@ -68,37 +71,8 @@ def parse_endpoint(endpoint: str) -> tuple[str, int]:
     return host, int(port)
 
 
-@dataclass(frozen=True, slots=True)
-class KeyValue:
-    key: bytes
-    value: bytes
-    create_revision: int
-    mod_revision: int
-    version: int  # writes since creation (etcd's per-key counter)
-    lease: int  # 0: none
-
-
 def _kv(pb: Any) -> KeyValue:
     return KeyValue(bytes(pb.key), bytes(pb.value), pb.create_revision, pb.mod_revision, pb.version, pb.lease)
-
-
-@dataclass(frozen=True, slots=True)
-class RangeResult:
-    kvs: list[KeyValue]
-    revision: int  # the store's revision the range was read at
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    id: int
-    ttl: int
-
-
-class Target(Enum):
-    VERSION = "version"
-    CREATE = "create"
-    MOD = "mod"
-    VALUE = "value"
 
 
 _TARGETS = {Target.VERSION: 0, Target.CREATE: 1, Target.MOD: 2, Target.VALUE: 3}
@@ -106,64 +80,15 @@ _RESULTS = {"==": 0, ">": 1, "<": 2, "!=": 3}
 _INT_FIELDS = {Target.VERSION: "version", Target.CREATE: "create_revision", Target.MOD: "mod_revision"}
 
 
-@dataclass(frozen=True, slots=True)
-class Compare:
-    """One condition of a transaction. A missing key has version/create/mod revision 0 and fails
-    every VALUE comparison."""
-
-    key: bytes
-    target: Target
-    op: str  # "==", "!=", "<", ">"
-    operand: int | bytes
-
-    @staticmethod
-    def absent(key: bytes) -> Compare:
-        return Compare(key, Target.CREATE, "==", 0)
-
-    @staticmethod
-    def exists(key: bytes) -> Compare:
-        return Compare(key, Target.CREATE, ">", 0)
-
-    @staticmethod
-    def mod_revision(key: bytes, revision: int) -> Compare:
-        """The key was last written at `revision` (0: the key does not exist)."""
-        return Compare(key, Target.MOD, "==", revision)
-
-    @staticmethod
-    def value_is(key: bytes, value: bytes) -> Compare:
-        return Compare(key, Target.VALUE, "==", value)
-
-    def message(self) -> Any:
-        c = rpc.Compare(key=self.key, result=_RESULTS[self.op], target=_TARGETS[self.target])
-        if self.target is Target.VALUE:
-            assert isinstance(self.operand, bytes)
-            c.value = self.operand
-        else:
-            assert isinstance(self.operand, int)
-            setattr(c, _INT_FIELDS[self.target], self.operand)
-        return c
-
-
-@dataclass(frozen=True, slots=True)
-class Put:
-    key: bytes
-    value: bytes
-    lease: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Delete:
-    key: bytes
-    prefix: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Get:
-    key: bytes
-    prefix: bool = False
-
-
-Op = Put | Delete | Get
+def _compare_message(c: Compare) -> Any:
+    m = rpc.Compare(key=c.key, result=_RESULTS[c.op], target=_TARGETS[c.target])
+    if c.target is Target.VALUE:
+        assert isinstance(c.operand, bytes)
+        m.value = c.operand
+    else:
+        assert isinstance(c.operand, int)
+        setattr(m, _INT_FIELDS[c.target], c.operand)
+    return m
 
 
 def _op_message(op: Op) -> Any:
@@ -178,29 +103,6 @@ def _op_message(op: Op) -> Any:
     if op.prefix:
         req.range_end = prefix_end(op.key)
     return rpc.RequestOp(request_range=req)
-
-
-@dataclass(frozen=True, slots=True)
-class TxnResult:
-    succeeded: bool
-    revision: int  # the store's revision after the txn: the mod_revision of everything it wrote
-    gets: list[list[KeyValue]] = field(default_factory=list)  # one list per Get op of the branch run
-
-
-class EventType(Enum):
-    PUT = "PUT"
-    DELETE = "DELETE"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    type: EventType
-    key: bytes
-    value: bytes  # the new value; for a DELETE the value before it (b"" when unknown)
-    revision: int  # the revision of the change
-    create_revision: int = 0  # of the key (PUT only)
-    version: int = 0  # 1 for the PUT that created the key
-    resync: bool = False  # made up from a re-list after a compaction, see PrefixWatch
 
 
 def _unavailable(e: BaseException) -> bool:
@@ -423,7 +325,7 @@ class EtcdClient:
         """If every compare holds run `success`, else `failure`, atomically. etcd allows at most
         128 operations per transaction by default (--max-txn-ops) and no two writes of one key."""
         req = rpc.TxnRequest(
-            compare=[c.message() for c in compares],
+            compare=[_compare_message(c) for c in compares],
             success=[_op_message(o) for o in success],
             failure=[_op_message(o) for o in failure],
         )

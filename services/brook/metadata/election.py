@@ -15,9 +15,10 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ._tasks import cancel_and_wait, raise_if_cancelling
-from .client import Compare, EtcdClient, EventType, Get, KeyValue, Put
+from .client import EtcdClient
 from .errors import MetadataError
 from .keys import KeyLayout
+from .kv import Compare, EventType, Get, KeyValue, Put
 from .lease import KeptLease
 from .models import ControllerInfo
 from .watch import PrefixWatch, watch_key

@@ -8,9 +8,10 @@ import logging
 from collections.abc import Iterable
 
 from ._tasks import cancel_and_wait
-from .client import Compare, EtcdClient, EventType, Get, KeyValue, Put, RangeResult
+from .client import EtcdClient
 from .errors import BrokerIdInUseError, EtcdUnavailableError, MetadataError
 from .keys import KeyLayout
+from .kv import Compare, EventType, Get, KeyValue, Put, RangeResult
 from .lease import KeptLease
 from .models import BrokerInfo, BrokerJoined, BrokerLeft
 from .watch import watch_prefix

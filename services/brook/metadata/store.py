@@ -18,9 +18,10 @@ from dataclasses import replace
 from typing import Any
 
 from .changes import MetadataSnapshot, MetadataWatch
-from .client import Compare, Delete, EtcdClient, Get, KeyValue, Op, Put, TxnResult
+from .client import EtcdClient
 from .errors import ConflictError, FencedError, MetadataError, TopicExistsError, UnknownTopicError
 from .keys import KeyKind, KeyLayout
+from .kv import Compare, Delete, Get, KeyValue, Op, Put, TxnResult
 from .models import (
     AclKey,
     BrokerInfo,

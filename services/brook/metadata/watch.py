@@ -8,8 +8,9 @@ from collections import deque
 from collections.abc import Iterable
 
 from ._tasks import raise_if_cancelling
-from .client import EtcdClient, EventType, KeyValue, RawWatch, WatchEvent
+from .client import EtcdClient, RawWatch
 from .errors import CompactedError, EtcdUnavailableError, MetadataError
+from .kv import EventType, KeyValue, WatchEvent
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ class PrefixWatch:
 def watch_prefix(
     client: EtcdClient, prefix: bytes, start_revision: int, known: Iterable[KeyValue] = ()
 ) -> PrefixWatch:
-    from .client import prefix_end
+    from .kv import prefix_end
 
     return PrefixWatch(client, prefix, prefix_end(prefix), start_revision, known)
 
