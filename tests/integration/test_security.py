@@ -24,6 +24,7 @@ from confluent_kafka.admin import (
 )
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from scramp import ScramClient
 
 from tests.support.broker import BrokerProcess
 from tests.support.ports import free_port
@@ -239,6 +240,35 @@ def test_disabled_mechanism_is_answered_then_closed(env: Env) -> None:
 def _plain_login(raw: RawClient, user: str, password: str) -> Any:
     assert raw.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
     return raw.request(SaslAuthenticateRequest(auth_bytes=f"\0{user}\0{password}".encode()), 1)
+
+
+def test_handshake_v0_plain_runs_on_raw_tokens(env: Env) -> None:
+    """Kafka before 1.0 (kafka-python 2.0, Sarama below V1_0_0): after SaslHandshake v0 the tokens travel
+    as bare size-prefixed frames; PLAIN's success is an empty one."""
+    with _raw_sasl(env) as raw:
+        assert raw.request(SaslHandshakeRequest(mechanism="PLAIN"), 0).error_code == 0
+        raw.send_frame(f"\0alice\0{USERS['alice']}".encode())
+        assert raw.read_frame() == b""
+        assert raw.request(MetadataRequest(topics=None), 1).brokers
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_handshake_v0_scram_runs_on_raw_tokens(env: Env, mechanism: str) -> None:
+    with _raw_sasl(env) as raw:
+        assert raw.request(SaslHandshakeRequest(mechanism=mechanism), 0).error_code == 0
+        client = ScramClient([mechanism], "bob", USERS["bob"])
+        raw.send_frame(client.get_client_first().encode())
+        client.set_server_first(raw.read_frame().decode())
+        raw.send_frame(client.get_client_final().encode())
+        client.set_server_final(raw.read_frame().decode())  # checks the server's signature
+        assert raw.request(MetadataRequest(topics=None), 1).brokers
+
+
+def test_handshake_v0_wrong_password_closes_without_an_answer(env: Env) -> None:
+    with _raw_sasl(env) as raw:
+        assert raw.request(SaslHandshakeRequest(mechanism="PLAIN"), 0).error_code == 0
+        raw.send_frame(b"\0alice\0not-her-password")
+        assert raw.is_closed(wait=10)
 
 
 def test_expired_session_without_reauthentication_is_closed(env: Env) -> None:

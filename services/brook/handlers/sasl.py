@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import struct
 
 from brook.broker.broker import Broker
 from brook.protocol import messages
@@ -37,6 +38,8 @@ async def handle_sasl_handshake(broker: Broker, hdr: RequestHeader) -> Body | No
             code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
             session.failed = True  # Kafka closes the connection after answering
             log.info("%s: SASL mechanism %r is not enabled", CLIENT_HOST.get(), str(req.mechanism)[:64])
+        else:
+            session.raw_tokens = hdr.api_version == 0
     return messages.encode_response(
         ApiKey.SASL_HANDSHAKE, hdr.api_version, {"error_code": code, "mechanisms": enabled}
     )
@@ -68,3 +71,21 @@ async def handle_sasl_authenticate(broker: Broker, hdr: RequestHeader) -> Body |
                 PRINCIPAL.set(f"User:{session.user}")
                 fields["session_lifetime_ms"] = session.session_lifetime_ms()
     return messages.encode_response(ApiKey.SASL_AUTHENTICATE, hdr.api_version, fields)
+
+
+def legacy_token(broker: Broker, session: SaslSession, token: bytes) -> bytes | None:
+    """One step of an exchange begun by SaslHandshake v0 (Kafka before 1.0: kafka-python 2.0, Sarama
+    with Version < 1.0): the client sends its tokens as bare size-prefixed frames, with no request
+    header, and gets the server's the same way. The framed reply, or None when authentication failed:
+    there is no error code to send, so the connection closes, as Kafka's does."""
+    mechanism = session.mechanism
+    try:
+        reply = session.authenticate(token)
+    except AuthenticationFailed as e:
+        broker.metrics.on_error(ApiKey.SASL_AUTHENTICATE, None, ErrorCode.SASL_AUTHENTICATION_FAILED)
+        log.warning("%s: SASL authentication failed (%s, handshake v0): %s", CLIENT_HOST.get(), mechanism, e)
+        return None
+    if session.exchange is None:  # complete: later frames are Kafka requests again
+        session.raw_tokens = False
+        PRINCIPAL.set(f"User:{session.user}")
+    return struct.pack(">i", len(reply)) + reply

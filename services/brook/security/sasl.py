@@ -170,6 +170,8 @@ class SaslSession:
         self.user: str | None = None
         self.expires_at: float | None = None  # time.monotonic() deadline; None: never
         self.failed = False  # the connection must close (after the failed-authentication delay)
+        # After a SaslHandshake v0 the exchange runs on raw size-prefixed tokens, not SaslAuthenticate.
+        self.raw_tokens = False
 
     @property
     def authenticated(self) -> bool:

@@ -20,7 +20,7 @@ from typing import cast
 
 from brook.broker.broker import Broker
 from brook.handlers.context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL, THROTTLE_MS
-from brook.handlers.sasl import SASL_SESSION
+from brook.handlers.sasl import SASL_SESSION, legacy_token
 from brook.log.file_slice import FileSlice
 from brook.protocol.fetch import RecordsRef
 from brook.protocol.frames import RequestHeader, parse_request
@@ -222,8 +222,13 @@ class Connection(asyncio.BufferedProtocol):
                     await self._wakeup
                     self._wakeup = None
                     continue
-                hdr = parse_request(self._next_frame())
-                await self._answer(*(await self._handle(hdr)))
+                frame = self._next_frame()
+                if session is not None and session.raw_tokens:
+                    reply = legacy_token(self._broker, session, bytes(frame))
+                    if reply is not None:
+                        await self._write([reply])
+                else:
+                    await self._answer(*(await self._handle(parse_request(frame))))
                 if session is not None and session.failed:
                     # Kafka answers, then closes after connection.failed.authentication.delay.ms (which
                     # slows down password guessing).
