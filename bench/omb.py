@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/omb.py [--partitions 100] [--rates 5,20,50,max] [--producers 2]
         [--consumers 2] [--size 1024] [--warmup 10] [--duration 30] [--bootstrap HOST:PORT] [--quick]
+        [--client python|c]
 
 The workload of OMB's Kafka driver: one topic with P partitions, RF=3, min.insync.replicas=2, acks=all,
 idempotent producers (linger.ms=1, batch.size=1 MB), 1 KiB records with random keys, several producer
@@ -15,6 +16,11 @@ group reading everything. For each rate: a warm-up, then the measured period:
 Without --bootstrap it starts etcd and 3 brokers itself (bench/cluster_bench.py's cluster, production
 timings). Raw results go to bench/results/omb-<time>.json (bench/raw.py). MB = 10^6 bytes.
 
+`--client c --rates max` runs librdkafka's C load generator (rdkafka_performance, built by
+scripts/conformance) as the producers and consumers instead of confluent-kafka Python processes, which
+on this 2-core machine take more CPU than the brokers: same settings, latencies from its per-record
+`-A` output. Only for `max`: its rate limit busy-polls between messages less than 1 ms apart.
+
 All processes share this machine's cores with the brokers: the figures say what Brook does on it, not
 what Kafka's own OMB runs (separate client machines) would show.
 """
@@ -26,7 +32,9 @@ import multiprocessing as mp
 import os
 import random
 import shutil
+import signal
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -111,6 +119,51 @@ def consumer_proc(bootstrap: str, until: float, out: Any) -> None:
     out.put(("c", lat))
 
 
+DEFAULT_PERF = Path.home() / ".cache/brook-conformance/librdkafka-2.15.0/examples/rdkafka_performance"
+
+
+def c_clients(
+    perf: Path, bootstrap: str, a: argparse.Namespace, rate: float | None, work: Path
+) -> tuple[list[subprocess.Popen[bytes]], list[Path], list[Path]]:
+    """librdkafka's C load generator as OMB's producers and consumers (`--client c`): the clients then
+    take a fraction of the CPU the Python ones take on this machine. `-l` puts "LATENCY:<µs>" at the
+    start of each value; `-A` writes each record's publish latency (producer: delivery report) or
+    end-to-end latency (consumer), in µs, one per line in arrival order. Keyless records with sticky
+    partitioning off go to a random partition each, as OMB's random keys do."""
+    common = ["-t", TOPIC, "-b", bootstrap, "-l", "-q"]
+    procs: list[subprocess.Popen[bytes]] = []
+    pub_files: list[Path] = []
+    e2e_files: list[Path] = []
+    for i in range(a.consumers):
+        f = work / f"e2e-{i}.txt"
+        e2e_files.append(f)
+        cmd = [str(perf), "-C", "-G", "omb-consumers", *common, "-A", str(f),
+               "-X", "auto.offset.reset=latest", "-X", "fetch.wait.max.ms=100"]  # fmt: skip
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    per_msgs = int(rate * MB / a.size / a.producers) if rate else 0
+    for i in range(a.producers):
+        f = work / f"pub-{i}.txt"
+        pub_files.append(f)
+        cmd = [str(perf), "-P", *common, "-A", str(f), "-s", str(a.size), "-a", "-1",
+               "-X", "enable.idempotence=true", "-X", "linger.ms=1", "-X", "batch.size=1000000",
+               "-X", "sticky.partitioning.linger.ms=0", "-X", "queue.buffering.max.messages=1000000",
+               "-X", "queue.buffering.max.kbytes=1048576"]  # fmt: skip
+        if per_msgs:
+            cmd += ["-r", str(per_msgs)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs, pub_files, e2e_files
+
+
+def measured_part(files: list[Path], skip: float) -> list[float]:
+    """Latencies in ms from -A files, without the first `skip` fraction of each (the warm-up: the lines
+    carry no time, but arrive in order at a steady rate)."""
+    out: list[float] = []
+    for f in files:
+        values = [int(x) / 1000 for x in f.read_text().split()] if f.exists() else []
+        out += values[int(len(values) * skip) :]
+    return out
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -131,6 +184,8 @@ class Result:
 
 
 def run_rate(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: float | None) -> Result:
+    if a.client == "c":
+        return run_rate_c(bootstrap, pids, a, rate)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     start = time.monotonic() + 3.0  # processes start and connect first
@@ -164,9 +219,49 @@ def run_rate(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: 
             e2e += [v for _, v in window]
     for pr in cons + prods:
         pr.join(30)
-    seconds = t1_wall - t0_wall
+    return summarize(rate, a, pub, e2e, records, t1_wall - t0_wall, cpu0, cpu1, busy1 - busy0)
+
+
+def run_rate_c(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: float | None) -> Result:
+    work = Path(tempfile.mkdtemp(prefix="omb-c-"))
+    try:
+        procs, pub_files, e2e_files = c_clients(Path(a.rdkafka_performance), bootstrap, a, rate, work)
+        time.sleep(3.0 + a.warmup)  # processes start and connect, then the warm-up
+        cpu0 = {b: proc_cpu_seconds(pid) for b, pid in pids.items()}
+        busy0, _ = machine_busy_seconds()
+        t0 = time.monotonic()
+        time.sleep(a.duration)
+        cpu1 = {b: proc_cpu_seconds(pid) for b, pid in pids.items()}
+        busy1, _ = machine_busy_seconds()
+        seconds = time.monotonic() - t0
+        for pr in procs:
+            pr.send_signal(signal.SIGINT)  # producers stop producing, wait for their deliveries, exit
+        for pr in procs:
+            try:
+                pr.wait(90)
+            except subprocess.TimeoutExpired:
+                pr.kill()
+        skip = (3.0 + a.warmup) / (3.0 + a.warmup + seconds)
+        pub = measured_part(pub_files, skip)
+        e2e = measured_part(e2e_files, skip)
+        return summarize(rate, a, pub, e2e, len(pub), seconds, cpu0, cpu1, busy1 - busy0)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def summarize(
+    rate: float | None,
+    a: argparse.Namespace,
+    pub: list[float],
+    e2e: list[float],
+    records: int,
+    seconds: float,
+    cpu0: dict[int, float],
+    cpu1: dict[int, float],
+    busy: float,
+) -> Result:
     gb = records * a.size / 1e9
-    broker_cpu = {b: cpu1[b] - cpu0[b] for b in pids}
+    broker_cpu = {b: cpu1[b] - cpu0[b] for b in cpu0}
     summary = {
         "p50": pct(pub, 0.5),
         "p99": pct(pub, 0.99),
@@ -187,7 +282,7 @@ def run_rate(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: 
         e2e_ms=e2e_summary,
         broker_cpu_s_per_gb={b: (c / gb if gb else float("nan")) for b, c in broker_cpu.items()},
         broker_pct={b: 100 * c / seconds for b, c in broker_cpu.items()},
-        other_pct=max(0.0, 100 * ((busy1 - busy0) - sum(broker_cpu.values())) / seconds),
+        other_pct=max(0.0, 100 * (busy - sum(broker_cpu.values())) / seconds),
     )
 
 
@@ -195,17 +290,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", type=int, default=100)
     ap.add_argument("--rf", type=int, default=3)
-    ap.add_argument("--rates", default="5,20,50,max", help="MB/s targets; max: as fast as the producers go")
+    ap.add_argument("--rates", default=None, help="MB/s targets; max: as fast as the producers go")
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--consumers", type=int, default=2)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--bootstrap", default=None, help="an existing cluster (broker CPU is then not measured)")
-    ap.add_argument("--quick", action="store_true", help="10 partitions, rates 5,max, 3 s warm-up, 8 s runs")
+    ap.add_argument("--quick", action="store_true", help="10 partitions, 3 s warm-up, 8 s runs")
+    ap.add_argument(
+        "--client",
+        choices=["python", "c"],
+        default="python",
+        help="python: confluent-kafka processes; c: librdkafka's rdkafka_performance (far less client CPU)",
+    )
+    ap.add_argument("--rdkafka-performance", default=str(DEFAULT_PERF), help="its binary, for --client c")
     a = ap.parse_args()
+    a.rates = a.rates or ("max" if a.client == "c" else "5,20,50,max")
     if a.quick:
-        a.partitions, a.rates, a.warmup, a.duration = 10, "5,max", 3.0, 8.0
+        a.partitions, a.rates, a.warmup, a.duration = 10, "max" if a.client == "c" else "5,max", 3.0, 8.0
+    if a.client == "c" and not Path(a.rdkafka_performance).exists():
+        sys.exit(f"{a.rdkafka_performance} is missing: `scripts/conformance` builds it (see its README)")
+    if a.client == "c" and a.rates.replace(" ", "") != "max":
+        # Its -r paces each message with rd_kafka_poll(): below 1 ms between messages that is a busy
+        # loop, a core per producer, which would measure the pacing rather than the brokers.
+        sys.exit("--client c measures --rates max only (rdkafka_performance's -r spins above 1,000 msg/s)")
     rates = [None if r.strip() == "max" else float(r) for r in a.rates.split(",")]
 
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -245,7 +354,8 @@ def main() -> None:
             shutil.rmtree(bc.root, ignore_errors=True)  # a max-rate run leaves tens of GB of logs
     machine = (
         f"{time.strftime('%Y-%m-%d')} {NCPU} cores, {a.partitions} partitions RF={a.rf}, "
-        f"{a.producers} producers, {a.consumers} consumers, {a.size} B records, load {os.getloadavg()[0]:.2f}"
+        f"{a.producers} {a.client} producers, {a.consumers} consumers, {a.size} B records, "
+        f"load {os.getloadavg()[0]:.2f}"
     )
     print(machine)
     raw.save("omb", machine, [r.__dict__ for r in results])
