@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -275,17 +275,26 @@ class GroupCoordinator(GroupMembership):
             self._touch(member)
         now = self.now_ms()
         results, records, values = self._offset_records(group_id, commits, topic_exists, now)
-        if records:
-            try:
-                await self._log.append(self.partition_for(group_id), build_batch(records, now))
-            except KafkaError as e:
-                for key in values:
-                    results[key] = e.code
-                return results
+        if records and await self._append_offsets(group_id, build_batch(records, now), values, results):
             self._offsets.setdefault(group_id, {}).update(values)
-            for key in values:
-                results[key] = ErrorCode.NONE
         return results
+
+    async def _append_offsets(
+        self,
+        group_id: str,
+        batch: bytes,
+        values: Mapping[tuple[str, int], object],
+        results: dict[tuple[str, int], ErrorCode],
+    ) -> bool:
+        """Write the group's offset records; each offset in `values` gets NONE, or the append's error.
+        True when written."""
+        try:
+            await self._log.append(self.partition_for(group_id), batch)
+        except KafkaError as e:
+            results.update(dict.fromkeys(values, e.code))
+            return False
+        results.update(dict.fromkeys(values, ErrorCode.NONE))
+        return True
 
     def _offset_records(
         self,
@@ -343,17 +352,9 @@ class GroupCoordinator(GroupMembership):
                 return all_(ErrorCode.ILLEGAL_GENERATION)
         now = self.now_ms()
         results, records, values = self._offset_records(group_id, commits, topic_exists, now)
-        if records:
-            batch = build_batch(records, now, producer_id, producer_epoch)
-            try:
-                await self._log.append(self.partition_for(group_id), batch)
-            except KafkaError as e:
-                for key in values:
-                    results[key] = e.code
-                return results
+        batch = build_batch(records, now, producer_id, producer_epoch) if records else b""
+        if records and await self._append_offsets(group_id, batch, values, results):
             self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
-            for key in values:
-                results[key] = ErrorCode.NONE
         return results
 
     def fetch_offsets(
