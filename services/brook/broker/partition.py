@@ -470,13 +470,7 @@ class Partition:
         `leader_epoch` is the one the records were appended in: a caller may only get here after other
         tasks ran, and if leadership moved meanwhile the records may be truncated (and the waiter would
         never be released on a follower), so that answers NOT_LEADER_OR_FOLLOWER at once."""
-        if not self.is_leader or self.role.leader_epoch != leader_epoch:
-            raise KafkaError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.node_id} no longer leads {self.topic}-{self.index} in epoch {leader_epoch}",
-            )
-        if self.high_watermark > last_offset:
-            self._check_isr_after_append()
+        if self.committed(last_offset, leader_epoch):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._acks.append((last_offset, fut))
@@ -488,6 +482,19 @@ class Partition:
             ) from None
         finally:
             self._acks = [(o, f) for o, f in self._acks if f is not fut]
+
+    def committed(self, last_offset: int, leader_epoch: int) -> bool:
+        """acks=all without waiting: True when `last_offset` is committed already (a leader without
+        followers commits on append), False when the caller must wait_committed. Raises as it does."""
+        if not self.is_leader or self.role.leader_epoch != leader_epoch:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.node_id} no longer leads {self.topic}-{self.index} in epoch {leader_epoch}",
+            )
+        if self.high_watermark > last_offset:
+            self._check_isr_after_append()
+            return True
+        return False
 
     def _check_isr_after_append(self) -> None:
         if len(self.role.isr) < self.log.config.min_insync_replicas:
