@@ -214,8 +214,14 @@ class Connection(asyncio.BufferedProtocol):
                         await asyncio.wait((head, self._wakeup), return_when=asyncio.FIRST_COMPLETED)
                         self._wakeup = None
                         continue  # the head's answer, or more requests to start
-                    pipelined.popleft()
-                    await self._answer(*head.result())
+                    # Every answer that is ready goes out in one write (one send for many small requests).
+                    ready: list[bytes | RecordsRef] = []
+                    throttle_ms = 0
+                    while pipelined and pipelined[0].done() and not throttle_ms:
+                        pieces, throttle_ms = pipelined.popleft().result()
+                        if pieces is not None:
+                            ready += pieces
+                    await self._answer(ready, throttle_ms)
                     continue
                 if not self._frames:
                     self._wakeup = loop.create_future()
