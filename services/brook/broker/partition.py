@@ -324,8 +324,9 @@ class Partition:
         return result.base_offset
 
     # -- appends -----------------------------------------------------------------------------------
-    def append(self, records: memoryview, acks: int = 1) -> ProduceOutcome:
-        """Append a Produce request's records as the leader, deduplicating idempotent retries."""
+    def append(self, records: memoryview, acks: int = 1, *, in_place: bool = False) -> ProduceOutcome:
+        """Append a Produce request's records as the leader, deduplicating idempotent retries.
+        `in_place`: `records` is the caller's own buffer, rewritten (offsets, epoch) instead of copied."""
         if not self.is_leader:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -339,7 +340,8 @@ class Partition:
             )
         if len(records) == 0:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
-        headers = [h for _, h in iter_headers(records)]
+        parsed = iter_headers(records)
+        headers = [h for _, h in parsed]
         if any(h.is_control for h in headers):
             raise KafkaError(ErrorCode.INVALID_RECORD, "clients cannot append control batches")
         duplicates = [self.producers.check(h) for h in headers]
@@ -351,7 +353,7 @@ class Partition:
             first, last = duplicates[0], duplicates[-1]
             assert last is not None
             return ProduceOutcome(first.base_offset, last.last_offset, -1, self.log.log_start_offset)
-        result = self.log.append(records, leader_epoch=self.leader_epoch)
+        result = self.log.append(records, leader_epoch=self.leader_epoch, headers=parsed, in_place=in_place)
         offset = result.base_offset
         now = int(time.time() * 1000)
         for h in headers:

@@ -51,7 +51,8 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                 if part.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "records are null")
                 p = broker.replicas.partition(topic.name, part.index)
-                r = p.append(part.records, req.acks)
+                # The request's frame is its own buffer (see Connection): offsets are set in it.
+                r = p.append(part.records, req.acks, in_place=True)
                 broker.metrics.on_produce(topic.name, len(part.records), r.last_offset - r.base_offset + 1)
                 # acks=all: no task when the append committed at once (a leader without followers).
                 wait = req.acks == -1 and not p.committed(r.last_offset, p.leader_epoch)

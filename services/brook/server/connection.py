@@ -73,7 +73,7 @@ class Connection(asyncio.BufferedProtocol):
         self._big_view = self._scratch_view
         self._big_fill = 0
         self._big_size = 0  # the frame's full size (its buffer may still be smaller)
-        self._frames: deque[bytes | bytearray] = deque()
+        self._frames: deque[bytearray] = deque()
         self._wakeup: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._transport: asyncio.Transport | None = None
@@ -150,7 +150,8 @@ class Connection(asyncio.BufferedProtocol):
                 return False
             start = pos + 4
             if fill - start >= size:
-                self._frames.append(bytes(view[start : start + size]))
+                # Writable: a Produce request's batches get their offsets in this buffer (no second copy).
+                self._frames.append(bytearray(view[start : start + size]))
                 pos = start + size
                 continue
             if 4 + size > len(view):
@@ -256,7 +257,7 @@ class Connection(asyncio.BufferedProtocol):
             if self._closed and self._transport is not None and not self._transport.is_closing():
                 self._transport.close()
 
-    def _next_frame(self) -> bytes | bytearray:
+    def _next_frame(self) -> bytearray:
         frame = self._frames.popleft()
         if self._reading_paused and len(self._frames) < _MAX_QUEUED // 2 and self._transport:
             self._reading_paused = False
@@ -363,5 +364,5 @@ def _send(transport: asyncio.Transport, data: list[bytes]) -> bool:
     return True
 
 
-def _is_produce(frame: bytes | bytearray) -> bool:
+def _is_produce(frame: bytearray) -> bool:
     return len(frame) >= 2 and int.from_bytes(frame[:2], "big") == ApiKey.PRODUCE
