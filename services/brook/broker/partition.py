@@ -158,12 +158,14 @@ class Partition:
         if not self.is_leader:
             return
         leo = self.log.log_end_offset
-        ends = [leo] + [
-            self.followers[r].log_end_offset if r in self.followers else -1
-            for r in self._maximal_isr()
-            if r != self.node_id
-        ]
-        hw = max(self._hw, min(ends))
+        isr = self._maximal_isr()
+        if len(isr) == 1 and isr[0] == self.node_id:  # no follower to wait for (every append of RF=1)
+            end = leo
+        else:
+            followers = self.followers
+            ends = [followers[r].log_end_offset if r in followers else -1 for r in isr if r != self.node_id]
+            end = min(leo, *ends) if ends else leo
+        hw = max(self._hw, end)
         if hw != self._hw:
             self._hw = hw
             self._release_acks()
