@@ -8,11 +8,11 @@ from __future__ import annotations
 import struct
 
 import pytest
-from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatch
 
 from brook.protocol.messages import response_class
 from tests.integration.test_bad_input import create, fetch
+from tests.integration.test_produce_pipelining import produce_frame
 from tests.support.broker import BrokerProcess
 from tests.support.raw import RawClient
 from tests.support.records import batch
@@ -20,23 +20,6 @@ from tests.support.records import batch
 pytestmark = pytest.mark.slow
 
 VERSION = 9
-
-
-def produce_frame(topic: str, correlation_id: int, records: bytes, acks: int) -> bytes:
-    P = ProduceRequest
-    req = P(
-        transactional_id=None,
-        acks=acks,
-        timeout_ms=30_000,
-        topic_data=[
-            P.TopicProduceData(
-                name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(index=0, records=records)]
-            )
-        ],
-    )
-    req.with_header(correlation_id=correlation_id, client_id="frames-test")
-    payload: bytes = req.encode(version=VERSION, header=True)
-    return struct.pack(">i", len(payload)) + payload
 
 
 @pytest.mark.parametrize("acks", [1, -1])
@@ -54,7 +37,8 @@ def test_pipelined_requests_small_and_large_get_their_offsets_in_order(
     with RawClient(broker.bootstrap, timeout=60) as c:
         assert create(c, topic, configs={"max.message.bytes": "4000000"}) == 0
         # All requests in one write: the broker reads several per receive and has them in flight together.
-        c.sock.sendall(b"".join(produce_frame(topic, 100 + i, b, acks) for i, b in enumerate(batches)))
+        frames = [produce_frame(topic, 100 + i, b, acks, VERSION) for i, b in enumerate(batches)]
+        c.sock.sendall(b"".join(struct.pack(">i", len(f)) + f for f in frames))
         cls = response_class(0)
         expected = 0
         for i, (count, _) in enumerate(shapes):
