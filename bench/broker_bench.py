@@ -225,9 +225,10 @@ def free_port() -> int:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: Path, event_loop: str = "asyncio") -> None:
+    def __init__(self, data_dir: Path, event_loop: str = "asyncio", extra_args: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
         self.event_loop = event_loop
+        self.extra_args = extra_args  # more `brook broker` options
         self.port = free_port()
         self.log_path = data_dir.parent / f"broker-{event_loop}-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -246,6 +247,7 @@ class BrokerProcess:
         cmd = [
             sys.executable, "-m", "brook.cli", "--log-level", "WARNING", "broker",
             "--port", str(self.port), "--data-dir", str(self.data_dir), "--event-loop", self.event_loop,
+            *self.extra_args,
         ]  # fmt: skip
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, cwd=REPO)

@@ -46,11 +46,14 @@ def log_end_offset(bootstrap: str, topic: str) -> int:
         return int(c.request(req, 2).topics[0].partitions[0].offset)
 
 
-def produce_frame(topic: str, correlation_id: int, records: bytes) -> bytes:
+def produce_frame(
+    topic: str, correlation_id: int, records: bytes, acks: int = -1, version: int = VERSION
+) -> bytes:
+    """A Produce request to partition 0 (header and body, without the size prefix)."""
     P = ProduceRequest
     req = P(
         transactional_id=None,
-        acks=-1,
+        acks=acks,
         timeout_ms=120_000,
         topic_data=[
             P.TopicProduceData(
@@ -59,7 +62,7 @@ def produce_frame(topic: str, correlation_id: int, records: bytes) -> bytes:
         ],
     )
     req.with_header(correlation_id=correlation_id, client_id="pipelining-test")
-    payload: bytes = req.encode(version=VERSION, header=True)
+    payload: bytes = req.encode(version=version, header=True)
     return payload
 
 

@@ -158,12 +158,14 @@ class Partition:
         if not self.is_leader:
             return
         leo = self.log.log_end_offset
-        ends = [leo] + [
-            self.followers[r].log_end_offset if r in self.followers else -1
-            for r in self._maximal_isr()
-            if r != self.node_id
-        ]
-        hw = max(self._hw, min(ends))
+        isr = self._maximal_isr()
+        if len(isr) == 1 and isr[0] == self.node_id:  # no follower to wait for (every append of RF=1)
+            end = leo
+        else:
+            followers = self.followers
+            ends = [followers[r].log_end_offset if r in followers else -1 for r in isr if r != self.node_id]
+            end = min(leo, *ends) if ends else leo
+        hw = max(self._hw, end)
         if hw != self._hw:
             self._hw = hw
             self._release_acks()
@@ -324,8 +326,9 @@ class Partition:
         return result.base_offset
 
     # -- appends -----------------------------------------------------------------------------------
-    def append(self, records: memoryview, acks: int = 1) -> ProduceOutcome:
-        """Append a Produce request's records as the leader, deduplicating idempotent retries."""
+    def append(self, records: memoryview, acks: int = 1, *, in_place: bool = False) -> ProduceOutcome:
+        """Append a Produce request's records as the leader, deduplicating idempotent retries.
+        `in_place`: `records` is the caller's own buffer, rewritten (offsets, epoch) instead of copied."""
         if not self.is_leader:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -339,7 +342,8 @@ class Partition:
             )
         if len(records) == 0:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "empty record set")
-        headers = [h for _, h in iter_headers(records)]
+        parsed = iter_headers(records)
+        headers = [h for _, h in parsed]
         if any(h.is_control for h in headers):
             raise KafkaError(ErrorCode.INVALID_RECORD, "clients cannot append control batches")
         duplicates = [self.producers.check(h) for h in headers]
@@ -351,7 +355,7 @@ class Partition:
             first, last = duplicates[0], duplicates[-1]
             assert last is not None
             return ProduceOutcome(first.base_offset, last.last_offset, -1, self.log.log_start_offset)
-        result = self.log.append(records, leader_epoch=self.leader_epoch)
+        result = self.log.append(records, leader_epoch=self.leader_epoch, headers=parsed, in_place=in_place)
         offset = result.base_offset
         now = int(time.time() * 1000)
         for h in headers:
@@ -470,13 +474,7 @@ class Partition:
         `leader_epoch` is the one the records were appended in: a caller may only get here after other
         tasks ran, and if leadership moved meanwhile the records may be truncated (and the waiter would
         never be released on a follower), so that answers NOT_LEADER_OR_FOLLOWER at once."""
-        if not self.is_leader or self.role.leader_epoch != leader_epoch:
-            raise KafkaError(
-                ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                f"broker {self.node_id} no longer leads {self.topic}-{self.index} in epoch {leader_epoch}",
-            )
-        if self.high_watermark > last_offset:
-            self._check_isr_after_append()
+        if self.committed(last_offset, leader_epoch):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._acks.append((last_offset, fut))
@@ -488,6 +486,19 @@ class Partition:
             ) from None
         finally:
             self._acks = [(o, f) for o, f in self._acks if f is not fut]
+
+    def committed(self, last_offset: int, leader_epoch: int) -> bool:
+        """acks=all without waiting: True when `last_offset` is committed already (a leader without
+        followers commits on append), False when the caller must wait_committed. Raises as it does."""
+        if not self.is_leader or self.role.leader_epoch != leader_epoch:
+            raise KafkaError(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                f"broker {self.node_id} no longer leads {self.topic}-{self.index} in epoch {leader_epoch}",
+            )
+        if self.high_watermark > last_offset:
+            self._check_isr_after_append()
+            return True
+        return False
 
     def _check_isr_after_append(self) -> None:
         if len(self.role.isr) < self.log.config.min_insync_replicas:

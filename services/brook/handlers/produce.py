@@ -51,14 +51,17 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                 if part.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "records are null")
                 p = broker.replicas.partition(topic.name, part.index)
-                r = p.append(part.records, req.acks)
+                # The request's frame is its own buffer (see Connection): offsets are set in it.
+                r = p.append(part.records, req.acks, in_place=True)
                 broker.metrics.on_produce(topic.name, len(part.records), r.last_offset - r.base_offset + 1)
+                # acks=all: no task when the append committed at once (a leader without followers).
+                wait = req.acks == -1 and not p.committed(r.last_offset, p.leader_epoch)
                 out.append(
                     PartitionProduceResult(
                         part.index, 0, r.base_offset, r.log_append_time, r.log_start_offset
                     )
                 )
-                if req.acks == -1:
+                if wait:
                     # The epoch now: the commit task starts after other tasks, maybe after a move.
                     epoch = p.leader_epoch
                     commit = _committed(broker, p, r.last_offset, epoch, timeout_s, out, len(out) - 1)

@@ -37,7 +37,7 @@ class AppendResult:
 
 @dataclass(frozen=True, slots=True)
 class PreparedAppend:
-    data: bytearray  # the batches, offsets assigned, ready to write
+    data: bytearray | memoryview  # the batches, offsets assigned, ready to write
     batches: list[BatchInfo]
     result: AppendResult
 
@@ -50,8 +50,12 @@ def prepare_append(
     assign_offsets: bool,
     leader_epoch: int | None,
     now_ms: int,
+    headers: list[tuple[int, BatchHeader]] | None = None,
+    in_place: bool = False,
 ) -> PreparedAppend:
-    """Check every batch, then assign offsets, leader epoch and LogAppendTime in one private copy.
+    """Check every batch, then assign offsets, leader epoch and LogAppendTime in one private copy, or
+    with `in_place` in `records` itself when it is writable (the caller's own buffer, e.g. a Produce
+    request's frame: no copy). `headers`: iter_headers(records) when the caller has them already.
 
     Raises KafkaError before anything is written: CORRUPT_MESSAGE (empty, torn, bad CRC, bad offset delta,
     undecodable records where they are looked at), MESSAGE_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
@@ -60,8 +64,15 @@ def prepare_append(
     """
     if len(records) == 0:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches to append")
-    data = bytearray(records)  # one copy: base offsets and timestamps are rewritten in place
-    headers = iter_headers(data)
+    data: bytearray | memoryview
+    if in_place and (
+        isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
+    ):
+        data = records
+    else:
+        data = bytearray(records)  # one copy: base offsets and timestamps are rewritten in place
+    if headers is None:
+        headers = iter_headers(data)
     for pos, h in headers:
         _check_size(h, config)
         if h.last_offset_delta < 0:
@@ -123,7 +134,7 @@ def _check_size(h: BatchHeader, config: TopicConfig) -> None:
 
 
 def validate_records(
-    data: bytearray, headers: list[tuple[int, BatchHeader]], config: TopicConfig
+    data: bytearray | memoryview, headers: list[tuple[int, BatchHeader]], config: TopicConfig
 ) -> bytearray | None:
     """The leader's record-level checks and conversion (see the module docstring): the batches with those
     of another codec recompressed, or None when every batch is kept as it is. Raises KafkaError."""

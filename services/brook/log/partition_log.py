@@ -145,8 +145,11 @@ class PartitionLog:
         *,
         assign_offsets: bool = True,
         leader_epoch: int | None = None,
+        headers: list[tuple[int, BatchHeader]] | None = None,
+        in_place: bool = False,
     ) -> AppendResult:
-        """Validate all batches, then write them with one write to the active segment (all or nothing)."""
+        """Validate all batches, then write them with one write to the active segment (all or nothing).
+        `headers` and `in_place`: see prepare_append."""
         self._check_open()
         config = self._config
         now = self._clock()
@@ -158,6 +161,8 @@ class PartitionLog:
                 assign_offsets=assign_offsets,
                 leader_epoch=leader_epoch,
                 now_ms=now,
+                headers=headers,
+                in_place=in_place,
             )
             result = prepared.result
             self._maybe_roll(len(prepared.data), result.base_offset, result.last_offset, now)

@@ -203,7 +203,7 @@ class Segment:
         self.time_index.close()
 
     def append(
-        self, data: bytes | bytearray, batches: Sequence[BatchInfo], index_interval_bytes: int
+        self, data: bytes | bytearray | memoryview, batches: Sequence[BatchInfo], index_interval_bytes: int
     ) -> None:
         """Write `data` (whole batches, validated, offsets assigned) with one write, then index it."""
         if self._append_fd is None:

@@ -61,10 +61,14 @@ host a partition, so `assets/alerts.yaml` also records `brook:consumer_group_lag
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Sequence
+from bisect import bisect_left
+from collections.abc import Iterator, Sequence
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from brook.protocol.errors import ErrorCode
 from brook.protocol.versions import ApiKey
@@ -109,10 +113,63 @@ def error_name(code: int) -> str:
         return str(int(code))
 
 
+class _RequestStats:
+    """One request name's count and latency histogram, as plain numbers (see _HotSeries)."""
+
+    __slots__ = ("buckets", "count", "errors_name", "sum")
+
+    def __init__(self, name: str, nbuckets: int) -> None:
+        self.errors_name = name
+        self.count = 0
+        self.sum = 0.0
+        self.buckets = [0] * nbuckets  # per bucket (not cumulative); the last one is +Inf
+
+
+class _HotSeries(Collector):
+    """The series counted on every request (requests, their latency, bytes and records in), kept as
+    plain Python numbers and turned into metric families at scrape time: prometheus-client's
+    Counter.inc and Histogram.observe take a lock and several calls each, which cost ~4 % of the broker's
+    CPU on small Produce requests (docs/benchmarks.md, issue 12)."""
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds = tuple(b for b in bounds if b != float("inf"))  # +Inf is always the last bucket
+        self.le = [floatToGoString(b) for b in self.bounds] + ["+Inf"]  # type: ignore[no-untyped-call]
+        self.requests: dict[str, _RequestStats] = {}
+        self.topics_in: dict[str, list[int]] = {}  # topic -> [bytes, records]
+
+    def collect(self) -> Iterator[Metric]:
+        bytes_in = CounterMetricFamily(
+            "brook_broker_bytes_in", "Bytes of records appended by producers.", labels=["topic"]
+        )
+        messages_in = CounterMetricFamily(
+            "brook_broker_messages_in", "Records appended by producers.", labels=["topic"]
+        )
+        for topic, (nbytes, records) in list(self.topics_in.items()):
+            bytes_in.add_metric([topic], nbytes)
+            messages_in.add_metric([topic], records)
+        requests = CounterMetricFamily(
+            "brook_request", "Requests answered, by Kafka request name.", labels=["api"]
+        )
+        duration = HistogramMetricFamily(
+            "brook_request_duration_seconds",
+            "Time from a request's dispatch to its response being ready (Kafka's TotalTimeMs).",
+            labels=["api"],
+        )
+        for name, st in list(self.requests.items()):
+            requests.add_metric([name], st.count)
+            cumulative, total = [], 0
+            for le, n in zip(self.le, st.buckets, strict=True):
+                total += n
+                cumulative.append((le, total))
+            duration.add_metric([name], cumulative, st.sum)
+        yield from (bytes_in, messages_in, requests, duration)
+
+
 class BrokerMetrics:
     """The event side: counters and the latency histogram, on this broker's own registry.
 
-    Every method is O(1): labelled children are looked up once per label value and cached in a dict.
+    Every method is O(1): labelled children are looked up once per label value and cached in a dict;
+    the per-request series are plain numbers exported at scrape time (_HotSeries).
     """
 
     def __init__(
@@ -126,12 +183,8 @@ class BrokerMetrics:
         prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self._bytes_in = Counter(
-            "brook_broker_bytes_in", "Bytes of records appended by producers.", ["topic"], registry=r
-        )
-        self._messages_in = Counter(
-            "brook_broker_messages_in", "Records appended by producers.", ["topic"], registry=r
-        )
+        self._hot = _HotSeries(latency_buckets)
+        r.register(self._hot)
         self._bytes_out = Counter(
             "brook_broker_bytes_out", "Bytes of records sent to consumers.", ["topic"], registry=r
         )
@@ -143,21 +196,11 @@ class BrokerMetrics:
         self._repl_out = Counter(
             "brook_broker_replication_bytes_out", "Bytes of records sent to followers.", registry=r
         )
-        self._requests = Counter(
-            "brook_request", "Requests answered, by Kafka request name.", ["api"], registry=r
-        )
         self._errors = Counter(
             "brook_request_errors",
             "Error codes answered, by request name and Kafka error name (per partition where the "
             "response has one per partition).",
             ["api", "error"],
-            registry=r,
-        )
-        self._duration = Histogram(
-            "brook_request_duration_seconds",
-            "Time from a request's dispatch to its response being ready (Kafka's TotalTimeMs).",
-            ["api"],
-            buckets=latency_buckets,
             registry=r,
         )
         self._isr_shrinks = Counter(
@@ -179,9 +222,9 @@ class BrokerMetrics:
             registry=r,
         )
         # Cached children: the label lookup of prometheus-client costs more than the increment.
-        self._in: dict[str, tuple[Counter, Counter]] = {}
+        self._in = self._hot.topics_in
         self._out: dict[str, Counter] = {}
-        self._req: dict[tuple[int | str, str | None], tuple[str, Counter, Histogram]] = {}
+        self._req: dict[tuple[int | str, str | None], _RequestStats] = {}
         self._err: dict[tuple[str, int], Counter] = {}
         self._collector: StateCollector | None = None
         if view is not None:
@@ -199,9 +242,9 @@ class BrokerMetrics:
         """A producer's records were appended to a partition of `topic` (once per request-partition)."""
         c = self._in.get(topic)
         if c is None:
-            c = self._in[topic] = (self._bytes_in.labels(topic), self._messages_in.labels(topic))
-        c[0].inc(nbytes)
-        c[1].inc(records)
+            c = self._in[topic] = [0, 0]
+        c[0] += nbytes
+        c[1] += records
 
     def on_fetch_out(self, topic: str, nbytes: int, follower: bool = False) -> None:
         """Record bytes of `topic` went into a Fetch response (consumers: per topic; followers:
@@ -222,14 +265,18 @@ class BrokerMetrics:
         """A request was answered after `seconds`. `api`: an ApiKey, its number or a name; `role`:
         "consumer" or "follower" for Fetch (None otherwise). A non-zero `error_code` is counted once."""
         key = (api, role)
-        c = self._req.get(key)
-        if c is None:
+        st = self._req.get(key)
+        if st is None:
             name = request_name(api, role)
-            c = self._req[key] = (name, self._requests.labels(name), self._duration.labels(name))
-        c[1].inc()
-        c[2].observe(seconds)
+            st = self._hot.requests.get(name)  # "METADATA" and ApiKey.METADATA share one
+            if st is None:
+                st = self._hot.requests[name] = _RequestStats(name, len(self._hot.le))
+            self._req[key] = st
+        st.count += 1
+        st.sum += seconds
+        st.buckets[bisect_left(self._hot.bounds, seconds)] += 1
         if error_code:
-            self._count_error(c[0], error_code, 1)
+            self._count_error(st.errors_name, error_code, 1)
 
     def on_error(self, api: int | str, role: str | None, error_code: int, count: int = 1) -> None:
         """`count` partitions (or responses) of a request were answered with `error_code`."""
@@ -260,8 +307,6 @@ class BrokerMetrics:
     # -- cardinality -------------------------------------------------------------------------------
     def forget_topic(self, topic: str) -> None:
         """Drop a deleted topic's counters (state gauges disappear by themselves)."""
-        if self._in.pop(topic, None) is not None:
-            self._bytes_in.remove(topic)
-            self._messages_in.remove(topic)
+        self._in.pop(topic, None)
         if self._out.pop(topic, None) is not None:
             self._bytes_out.remove(topic)

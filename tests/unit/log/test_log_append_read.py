@@ -47,6 +47,30 @@ def test_multiple_batches_in_one_append(tmp_path: Path) -> None:
     assert DefaultRecordBatch(data[: len(batches[0])]).validate_crc()
 
 
+def test_in_place_append_rewrites_the_callers_buffer_only_when_writable(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "p")
+    log.append(make_batch(2))
+    batches = [make_batch(3, base_offset=777), make_batch(1, base_offset=5)]
+    frame = bytearray(b"".join(batches))
+    log.append(memoryview(frame), leader_epoch=4, in_place=True)
+    # The offsets and the epoch are set in the caller's buffer itself, which is what was written.
+    assert base_offset_of(frame) == 2 and base_offset_of(frame, len(batches[0])) == 5
+    assert parse_header(frame).partition_leader_epoch == 4
+    s = log.read(2, 1 << 20)
+    assert s is not None and s.read() == bytes(frame)
+    # A read-only buffer (bytes) is copied as without in_place: the caller's bytes stay as they were.
+    ro = make_batch(2, base_offset=99)
+    r = log.append(memoryview(ro), in_place=True)
+    assert r.base_offset == 6 and base_offset_of(ro) == 99
+    # A request that fails validation leaves the buffer untouched.
+    bad = bytearray(make_batch(2, base_offset=42) + _corrupt(make_batch(2), 70))
+    before = bytes(bad)
+    with pytest.raises(KafkaError):
+        log.append(memoryview(bad), in_place=True)
+    assert bytes(bad) == before
+    log.close()
+
+
 def _corrupt(batch: bytes, at: int) -> bytes:
     b = bytearray(batch)
     b[at] ^= 0xFF
