@@ -536,12 +536,7 @@ class ClusterNode:
         due = replicas.isr_due
         while True:
             await asyncio.sleep(_ISR_CHECK_S)
-            now = now_ms()
-            for session in self.broker.fetch_sessions.followers():
-                clock = session.clock
-                if clock is not None and not clock.stale and now - clock.fetch_ms > lag:
-                    clock.stale = True
-                    due.update(session.bound)
+            due.update(self.broker.fetch_sessions.stale_partitions(now_ms(), lag))
             for p in list(due):
                 if replicas.local_partition(p.topic, p.index) is not p:
                     due.discard(p)  # dropped or replaced

@@ -73,7 +73,7 @@ class FetchSession:
     bound: dict[Partition, Key] = field(default_factory=dict)
     clock: FetchClock | None = None
     stamp: object = None  # what the last full walk was made under
-    waiter: FetchWaiter | None = None  # the long poll under way
+    waiters: set[FetchWaiter] = field(default_factory=set)  # the long polls under way
     _seq: int = 0
 
     def wake(self, p: Partition, data: bool) -> None:
@@ -81,8 +81,8 @@ class FetchSession:
         key = self.bound.get(p)
         if key is not None:
             self.dirty.add(key)
-            if self.waiter is not None:
-                self.waiter.wake(p, data)
+            for w in self.waiters:
+                w.wake(p, data)
 
     def read(self, key: Key, p: Partition | None, again: bool) -> None:
         """`key` was read from `p` (None: answered an error); `again`: a read at the same position
@@ -188,8 +188,16 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def followers(self) -> list[FetchSession]:
-        return list(self._followers.values())
+    def stale_partitions(self, now_ms: float, lag_max_ms: int) -> list[Partition]:
+        """The partitions of followers' sessions that stopped fetching for more than the lag time, each
+        session's once until it fetches again (the ISR loop looks at them from then on)."""
+        out: list[Partition] = []
+        for s in self._followers.values():
+            c = s.clock
+            if c is not None and not c.stale and now_ms - c.fetch_ms > lag_max_ms:
+                c.stale = True
+                out += s.bound
+        return out
 
     def begin(self, req: FetchRequest, version: int, stamp: object = None) -> FetchSession | None:
         """The session this request belongs to (None: sessionless), with the request's changes applied

@@ -27,6 +27,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.replica_fetch import (
     VERSION,
     ReplicaFetchPartition,
+    ReplicaFetchResult,
     decode_replica_fetch_response,
     encode_replica_fetch,
 )
@@ -224,12 +225,33 @@ class LeaderFetcher:
                     p.truncate_to(end)
 
     async def _fetch_once(self) -> None:
-        waiting, partitions, sent = self._needs_truncation, self.partitions, self._session_sent
-        if len(waiting) >= len(partitions):  # every partition waits for its truncation point
+        if len(self._needs_truncation) >= len(self.partitions):  # all wait for their truncation point
             await asyncio.sleep(_BACKOFF_S)
             return
-        # A new session lists every partition; an open one only those whose position moved (an idle
-        # fetch lists none) and forgets those no longer fetched here.
+        changed, forgotten = self._changes()
+        request = [
+            ReplicaFetchPartition(topic, index, offset, epoch, start, _PARTITION_MAX_BYTES)
+            for (topic, index), (offset, epoch, start) in changed.items()
+        ]
+        body = encode_replica_fetch(
+            self.node_id, _MAX_WAIT_MS, 1, 64 * 1024 * 1024, request, self._session_id, self._session_epoch,
+            forgotten,
+        )  # fmt: skip
+        raw = await self._conn.request(ApiKey.FETCH, VERSION, body)
+        error, session_id, results = decode_replica_fetch_response(raw)
+        if error in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            self._reset_session()  # the leader lost it (restart, eviction): a full fetch opens another
+            return
+        if error != ErrorCode.NONE:
+            raise KafkaError(ErrorCode(error), "fetch refused by the leader")
+        self._session_opened(session_id, changed, forgotten)
+        await self._apply(results)
+
+    def _changes(self) -> tuple[dict[tuple[str, int], tuple[int, int, int]], list[tuple[str, int]]]:
+        """The positions to send (log end, leader epoch, log start) and the partitions to forget. A new
+        session lists every partition; an open one only those whose position moved (an idle fetch lists
+        none) and forgets those no longer fetched here (or waiting for their truncation point)."""
+        waiting, partitions, sent = self._needs_truncation, self.partitions, self._session_sent
         now = time.monotonic()
         if self._session_id == 0 or now - self._checked_all >= _FULL_CHECK_S:
             self._checked_all = now
@@ -248,21 +270,16 @@ class LeaderFetcher:
             position = (p.log.log_end_offset, p.leader_epoch, p.log.log_start_offset)
             if self._session_id == 0 or sent.get(key) != position:
                 changed[key] = position
-        request = [
-            ReplicaFetchPartition(topic, index, offset, epoch, start, _PARTITION_MAX_BYTES)
-            for (topic, index), (offset, epoch, start) in changed.items()
-        ]
-        body = encode_replica_fetch(
-            self.node_id, _MAX_WAIT_MS, 1, 64 * 1024 * 1024, request, self._session_id, self._session_epoch,
-            forgotten,
-        )  # fmt: skip
-        raw = await self._conn.request(ApiKey.FETCH, VERSION, body)
-        error, session_id, results = decode_replica_fetch_response(raw)
-        if error in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
-            self._reset_session()  # the leader lost it (restart, eviction): a full fetch opens another
-            return
-        if error != ErrorCode.NONE:
-            raise KafkaError(ErrorCode(error), "fetch refused by the leader")
+        return changed, forgotten
+
+    def _session_opened(
+        self,
+        session_id: int,
+        changed: dict[tuple[str, int], tuple[int, int, int]],
+        forgotten: list[tuple[str, int]],
+    ) -> None:
+        """The leader answered a request that sent `changed` and forgot `forgotten` in `session_id`."""
+        sent = self._session_sent
         if session_id == 0:
             self._reset_session()  # no session given (the leader's cache is full): full fetches
         else:
@@ -273,6 +290,8 @@ class LeaderFetcher:
             for k in forgotten:
                 sent.pop(k, None)
             sent.update(changed)
+
+    async def _apply(self, results: list[ReplicaFetchResult]) -> None:
         throttled_bytes = 0
         partitions = self.partitions
         for r in results:
@@ -308,3 +327,4 @@ class LeaderFetcher:
             p.reset_to(leader_log_start)
         else:
             self._needs_truncation.add((p.topic, p.index))
+            self._moved.add((p.topic, p.index))  # forgotten until truncated

@@ -282,7 +282,7 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
         waiter = FetchWaiter(follower=role is FOLLOWER)
         watched = [] if session is not None else list(read.watched)
         if session is not None:
-            session.waiter = waiter
+            session.waiters.add(waiter)
         for p in watched:
             p.add_waiter(waiter)
         try:
@@ -293,7 +293,7 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
                 read.reread(await waiter.wait(timeout))
         finally:
             if session is not None:
-                session.waiter = None
+                session.waiters.discard(waiter)
             for p in watched:
                 p.remove_waiter(waiter)
     topics = read.topics if session is None else session.answer(read.topics, full)
