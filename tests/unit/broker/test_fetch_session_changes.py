@@ -104,7 +104,9 @@ def fetch(
 
 def decoded(out: Body | None) -> tuple[int, int, list[ReplicaFetchResult]]:
     assert out is not None
-    raw = out if isinstance(out, bytes) else b"".join(x if isinstance(x, bytes) else x.read() for x in out)
+    chunks = [out] if isinstance(out, bytes) else out
+    assert all(isinstance(c, bytes) for c in chunks)  # small records: no sendfile range
+    raw = b"".join(c for c in chunks if isinstance(c, bytes))
     return decode_replica_fetch_response(memoryview(raw))
 
 
