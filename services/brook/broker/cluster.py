@@ -373,6 +373,8 @@ class ClusterNode:
         self.broker.apply_broker_configs()
         for rec in self.topics.values():
             self._apply_topic(rec)
+        if self._controller is not None:
+            self._controller.poke()
 
     async def _watch(self, snap: MetadataSnapshot) -> None:
         while True:
