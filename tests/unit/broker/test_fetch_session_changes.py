@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-import brook.broker.partition as partition_mod
 from brook.broker.broker import Broker
 from brook.broker.follower import LeaderFetcher, Throttle
 from brook.broker.partition import Partition, PartitionRole
@@ -28,27 +27,10 @@ from brook.protocol.replica_fetch import (
 )
 from brook.protocol.versions import ApiKey
 from tests.support.records import batch
+from tests.unit.broker.conftest import Clock
 
 LAG_MS = 2000
 FOLLOWER = 1
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.ms = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.ms
-
-    def advance(self, ms: float) -> None:
-        self.ms += ms
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    c = Clock()
-    monkeypatch.setattr(partition_mod, "_now_ms", c)
-    yield c
 
 
 @pytest.fixture
