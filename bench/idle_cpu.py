@@ -99,6 +99,12 @@ def main() -> None:
                 + f"; other {other:.0f}%; created in {created:.1f} s",
                 flush=True,
             )
+    except BaseException:
+        keep = Path(tempfile.mkdtemp(prefix="idle-logs-"))
+        for log in root.rglob("*.log"):
+            shutil.copy(log, keep / log.name)
+        print(f"failed; the brokers' and etcd's logs are in {keep}", file=sys.stderr)
+        raise
     finally:
         bc.stop()
         shutil.rmtree(root, ignore_errors=True)

@@ -54,7 +54,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from .controller import Controller
 from .follower import LeaderFetcher, Throttle
 from .inter_broker import peer_security
-from .partition import Partition, PartitionRole
+from .partition import Partition, PartitionRole, now_ms
 from .topics import TopicMeta
 
 if TYPE_CHECKING:
@@ -373,6 +373,8 @@ class ClusterNode:
         self.broker.apply_broker_configs()
         for rec in self.topics.values():
             self._apply_topic(rec)
+        if self._controller is not None:
+            self._controller.poke()
 
     async def _watch(self, snap: MetadataSnapshot) -> None:
         while True:
@@ -529,10 +531,21 @@ class ClusterNode:
 
     # -- ISR ---------------------------------------------------------------------------------------
     async def _isr_loop(self) -> None:
+        """Every _ISR_CHECK_S, the ISR decisions of the led partitions that may need one: those whose
+        followers' state changed since they were last settled (Partition.isr_settled), and those counted
+        as fetching by a follower's fetch session that stopped fetching for the lag time."""
+        replicas, lag = self.broker.replicas, self.settings.replica_lag_time_max_ms
+        due = replicas.isr_due
         while True:
             await asyncio.sleep(_ISR_CHECK_S)
-            for p in list(self.broker.replicas.partitions()):
-                new_isr = p.isr_change(self.settings.replica_lag_time_max_ms)
+            due.update(self.broker.fetch_sessions.stale_partitions(now_ms(), lag))
+            for p in list(due):
+                if replicas.local_partition(p.topic, p.index) is not p:
+                    due.discard(p)  # dropped or replaced
+                    continue
+                new_isr = p.isr_change(lag)
+                if new_isr is None and p.isr_settled(lag):
+                    due.discard(p)
                 st = self.states.get((p.topic, p.index))
                 if new_isr is None or st is None or st.leader != self.node_id:
                     continue

@@ -3,6 +3,9 @@ of dead brokers, first states of new partitions, and partition reassignments.
 
 It reconciles the view against what etcd says: every write is a compare-and-swap on the partition's
 version, fenced by the controller epoch, so a deposed controller cannot overwrite a newer decision.
+Its decisions depend only on the view, so it walks every partition when the view changed (each watch
+event pokes it), after a round that wrote or failed, and every _WALK_S as a safety net; in between,
+its rounds only step reassignments and the leader balance.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _RECONCILE_S = 0.5
+_WALK_S = 10.0
 _BATCH = 100
 
 
@@ -38,6 +42,8 @@ class Controller:
         self._task: asyncio.Task[None] | None = None
         self._poked = asyncio.Event()
         self._balanced_at = 0.0  # loop time of the last preferred-leader balance check
+        self._walk_due = True  # the view changed since the last walk over every partition
+        self._walked_at = 0.0
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-{self.epoch}")
@@ -51,6 +57,7 @@ class Controller:
 
     def poke(self) -> None:
         """Something changed in the view: reconcile soon."""
+        self._walk_due = True
         self._poked.set()
 
     async def _run(self) -> None:
@@ -61,8 +68,10 @@ class Controller:
             except (FencedError, asyncio.CancelledError):
                 raise
             except (ConflictError, EtcdUnavailableError) as e:
+                self._walk_due = True
                 log.info("controller: %s; retrying", e)
             except Exception:
+                self._walk_due = True
                 log.exception("controller reconcile failed")
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_RECONCILE_S):  # (3.11's wait_for can swallow a cancel)
@@ -79,7 +88,12 @@ class Controller:
         node = self.node
         live = set(node.live)
         updates: list[tuple[str, int, PartitionState, int]] = []
-        for topic, rec in list(node.topics.items()):
+        now = asyncio.get_running_loop().time()
+        walk = self._walk_due or now - self._walked_at >= _WALK_S
+        if walk:
+            self._walk_due = False
+            self._walked_at = now
+        for topic, rec in list(node.topics.items()) if walk else ():
             for i, replicas in enumerate(rec.assignment):
                 st = node.states.get((topic, i))
                 if st is None:
@@ -88,6 +102,8 @@ class Controller:
                 new = self._decide(topic, list(replicas), st, live)
                 if new is not None:
                     updates.append((topic, i, new, st.version))
+        if updates:
+            self._walk_due = True  # look again next round (the writes come back as events, too)
         for start in range(0, len(updates), _BATCH):
             chunk = updates[start : start + _BATCH]
             try:
@@ -107,7 +123,6 @@ class Controller:
         for key in list(node.reassignments):
             await self._step_reassignment(*key)
         s = node.settings
-        now = asyncio.get_running_loop().time()
         if s.auto_leader_rebalance_enable and now - self._balanced_at >= s.leader_imbalance_check_interval_s:
             if self._balanced_at:  # not right after election: brokers are still coming back
                 await self._balance_leaders(live)

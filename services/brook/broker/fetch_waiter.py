@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .partition import Partition
+
+
+class ChangeListener(Protocol):
+    """What a partition tells of its changes: a waiting fetch, a fetch session, a replica fetcher."""
+
+    def wake(self, p: Partition, data: bool) -> None: ...
 
 
 class FetchWaiter:

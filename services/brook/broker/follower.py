@@ -6,6 +6,11 @@ On a new leader epoch a partition first asks the leader where its own latest epo
 never committed do not survive. Then it fetches from its log end, appends batches with their offsets and
 epochs as they are, and mirrors the leader's high watermark. Fetching at offset N tells the leader the
 follower has everything below N; that is how the leader's ISR and high watermark move.
+
+It fetches through a fetch session (KIP-227) and sends only the positions that moved. It learns which
+from the partitions themselves (it listens to them, as fetch sessions do: appends, truncation, resets,
+log start and role changes all tell it), not by comparing every position on every fetch; every
+_FULL_CHECK_S it compares them all anyway, in case something moved without a word.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.replica_fetch import (
     VERSION,
     ReplicaFetchPartition,
+    ReplicaFetchResult,
     decode_replica_fetch_response,
     encode_replica_fetch,
 )
@@ -37,6 +43,7 @@ _EPOCH_VERSION = 3
 _MAX_WAIT_MS = 500
 _PARTITION_MAX_BYTES = 8 * 1024 * 1024
 _BACKOFF_S = 0.5
+_FULL_CHECK_S = 30.0
 
 
 def whole_batches(records: memoryview) -> memoryview:
@@ -102,18 +109,32 @@ class LeaderFetcher:
         self._session_id = 0
         self._session_epoch = 0
         self._session_sent: dict[tuple[str, int], tuple[int, int, int]] = {}
+        self._moved: set[tuple[str, int]] = set()  # positions to compare with what the session holds
+        self._checked_all = 0.0  # monotonic time of the last comparison of every position
         self._wakeup = asyncio.Event()
         self._stopping = False
 
+    def wake(self, p: Partition, data: bool) -> None:
+        """A partition fetched here changed (Partition.wake_fetchers): its position may have moved."""
+        self._moved.add((p.topic, p.index))
+
     def add(self, p: Partition) -> None:
         key = (p.topic, p.index)
+        old = self.partitions.get(key)
+        if old is not None and old is not p:
+            old.remove_waiter(self)
         self.partitions[key] = p
+        p.add_waiter(self)
         self._needs_truncation.add(key)
+        self._moved.add(key)
         self._wakeup.set()
 
     def remove(self, p: Partition) -> None:
         key = (p.topic, p.index)
-        self.partitions.pop(key, None)
+        old = self.partitions.pop(key, None)
+        if old is not None:
+            old.remove_waiter(self)
+            self._moved.add(key)
         self._needs_truncation.discard(key)
 
     def start(self) -> None:
@@ -125,6 +146,8 @@ class LeaderFetcher:
         self._stopping = True
         self._wakeup.set()
         self._conn.close()
+        for p in self.partitions.values():
+            p.remove_waiter(self)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, TimeoutError):
@@ -185,6 +208,7 @@ class LeaderFetcher:
                 if q.error_code != ErrorCode.NONE:
                     continue  # e.g. the leader has not taken over yet: ask again next round
                 self._needs_truncation.discard(key)
+                self._moved.add(key)  # fetched again from here on
                 if p.epochs.latest_epoch < 0:
                     continue  # an empty log has nothing to truncate
                 end = q.end_offset if q.end_offset >= 0 else p.high_watermark
@@ -201,25 +225,10 @@ class LeaderFetcher:
                     p.truncate_to(end)
 
     async def _fetch_once(self) -> None:
-        waiting = self._needs_truncation
-        ready = (
-            [p for k, p in self.partitions.items() if k not in waiting]
-            if waiting
-            else self.partitions.values()
-        )
-        sent = self._session_sent
-        positions = {
-            (p.topic, p.index): (p.log.log_end_offset, p.leader_epoch, p.log.log_start_offset) for p in ready
-        }
-        if not positions:
+        if len(self._needs_truncation) >= len(self.partitions):  # all wait for their truncation point
             await asyncio.sleep(_BACKOFF_S)
             return
-        # A new session lists every partition; an open one only those whose position moved (an idle
-        # fetch lists none) and forgets those no longer fetched here.
-        changed = (
-            positions if self._session_id == 0 else {k: v for k, v in positions.items() if sent.get(k) != v}
-        )
-        forgotten = [] if self._session_id == 0 else [k for k in sent if k not in positions]
+        changed, forgotten = self._changes()
         request = [
             ReplicaFetchPartition(topic, index, offset, epoch, start, _PARTITION_MAX_BYTES)
             for (topic, index), (offset, epoch, start) in changed.items()
@@ -235,6 +244,42 @@ class LeaderFetcher:
             return
         if error != ErrorCode.NONE:
             raise KafkaError(ErrorCode(error), "fetch refused by the leader")
+        self._session_opened(session_id, changed, forgotten)
+        await self._apply(results)
+
+    def _changes(self) -> tuple[dict[tuple[str, int], tuple[int, int, int]], list[tuple[str, int]]]:
+        """The positions to send (log end, leader epoch, log start) and the partitions to forget. A new
+        session lists every partition; an open one only those whose position moved (an idle fetch lists
+        none) and forgets those no longer fetched here (or waiting for their truncation point)."""
+        waiting, partitions, sent = self._needs_truncation, self.partitions, self._session_sent
+        now = time.monotonic()
+        if self._session_id == 0 or now - self._checked_all >= _FULL_CHECK_S:
+            self._checked_all = now
+            candidates: set[tuple[str, int]] = partitions.keys() | sent.keys()
+        else:
+            candidates = self._moved
+        self._moved = set()
+        changed: dict[tuple[str, int], tuple[int, int, int]] = {}
+        forgotten: list[tuple[str, int]] = []
+        for key in candidates:
+            p = partitions.get(key)
+            if p is None or key in waiting:
+                if key in sent and self._session_id != 0:
+                    forgotten.append(key)
+                continue
+            position = (p.log.log_end_offset, p.leader_epoch, p.log.log_start_offset)
+            if self._session_id == 0 or sent.get(key) != position:
+                changed[key] = position
+        return changed, forgotten
+
+    def _session_opened(
+        self,
+        session_id: int,
+        changed: dict[tuple[str, int], tuple[int, int, int]],
+        forgotten: list[tuple[str, int]],
+    ) -> None:
+        """The leader answered a request that sent `changed` and forgot `forgotten` in `session_id`."""
+        sent = self._session_sent
         if session_id == 0:
             self._reset_session()  # no session given (the leader's cache is full): full fetches
         else:
@@ -245,6 +290,8 @@ class LeaderFetcher:
             for k in forgotten:
                 sent.pop(k, None)
             sent.update(changed)
+
+    async def _apply(self, results: list[ReplicaFetchResult]) -> None:
         throttled_bytes = 0
         partitions = self.partitions
         for r in results:
@@ -280,3 +327,4 @@ class LeaderFetcher:
             p.reset_to(leader_log_start)
         else:
             self._needs_truncation.add((p.topic, p.index))
+            self._moved.add((p.topic, p.index))  # forgotten until truncated

@@ -21,7 +21,8 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.txn_records import build_control_batch, control_marker
 from brook.replication.epochs import LeaderEpochCache
 
-from .fetch_waiter import FetchWaiter
+from .fetch_waiter import ChangeListener
+from .follower_progress import FetchClock, FollowerProgress
 from .producer_snapshot import decode_snapshot, encode_snapshot
 from .producer_state import CompletedTxn, ProducerStateTable
 
@@ -34,16 +35,6 @@ class ProduceOutcome:
     last_offset: int
     log_append_time: int
     log_start_offset: int
-
-
-@dataclass(slots=True)
-class FollowerProgress:
-    log_end_offset: int = -1
-    last_caught_up_ms: float = 0.0
-    last_fetch_leader_leo: int = -1
-    last_fetch_ms: float = 0.0
-    out_of_isr_since_ms: float = 0.0  # 0: in the ISR; re-entry needs a fetch after this
-    log_start_offset: int = -1  # as the follower's last fetch said
 
 
 @dataclass(slots=True)
@@ -62,9 +53,20 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
+def now_ms() -> float:
+    """The clock of the replication decisions (monotonic ms; tests replace `_now_ms`)."""
+    return _now_ms()
+
+
 class Partition:
     def __init__(
-        self, topic: str, index: int, log: PartitionLog, node_id: int = 0, leads: bool = True
+        self,
+        topic: str,
+        index: int,
+        log: PartitionLog,
+        node_id: int = 0,
+        leads: bool = True,
+        isr_due: set[Partition] | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -85,7 +87,10 @@ class Partition:
         self._hw_from_leader = False
         self.followers: dict[int, FollowerProgress] = {}
         self._proposed_isr: tuple[int, list[int]] | None = None  # (role version, ISR being written)
-        self._waiters: set[FetchWaiter] = set()
+        self._waiters: set[ChangeListener] = set()
+        # The led partitions whose ISR the ISR loop must look at (shared by the broker's partitions): this
+        # one adds itself when its followers' state may call for a change; see isr_settled.
+        self._isr_due: set[Partition] = set() if isr_due is None else isr_due
         self._acks: list[tuple[int, asyncio.Future[None]]] = []
         self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
 
@@ -124,6 +129,8 @@ class Partition:
                 state.out_of_isr_since_ms = now
         self._advance_hw()
         self._release_deletes()
+        self._isr_due.add(self)
+        self.wake_fetchers()  # fetch sessions answer the new role (and walk the partition again)
 
     def become_follower(self, role: PartitionRole) -> None:
         if (role.leader, role.leader_epoch) != (self.role.leader, self.role.leader_epoch):
@@ -148,9 +155,10 @@ class Partition:
         return self.log.log_start_offset
 
     def set_follower_high_watermark(self, leader_hw: int) -> None:
+        first = not self._hw_from_leader  # consumers may read here from now on
         self._hw_from_leader = True
         hw = min(leader_hw, self.log.log_end_offset)
-        if hw != self._hw:  # a follower mirrors the leader's value
+        if hw != self._hw or first:  # a follower mirrors the leader's value
             self._hw = hw
             self.wake_fetchers(data=False)
 
@@ -171,11 +179,20 @@ class Partition:
             self._release_acks()
             self.wake_fetchers(data=False)
 
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
-        """A follower fetched at `fetch_offset`: everything before it is on the follower's log."""
+    def record_follower_fetch(
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int = -1,
+        clock: FetchClock | None = None,
+    ) -> None:
+        """A follower fetched at `fetch_offset`: everything before it is on the follower's log. With
+        `clock` (its fetch session's), the session's later fetches count as fetches at this offset until
+        the partition is walked again (follower_progress.py)."""
         state = self.followers.get(replica_id)
         if state is None:
             return
+        state.settle()  # what the session's fetches since the last walk said, before this one
         if log_start_offset != state.log_start_offset:
             state.log_start_offset = log_start_offset
             self._release_deletes()
@@ -188,8 +205,19 @@ class Partition:
         state.log_end_offset = fetch_offset
         state.last_fetch_leader_leo = leo
         state.last_fetch_ms = now
+        state.clock = clock
+        if clock is None or fetch_offset < leo or replica_id not in self.role.isr:
+            self._isr_due.add(self)
         if moved:  # the high watermark can only move with a member's log end (or the ISR: become_leader)
             self._advance_hw()
+
+    def detach_clock(self, replica_id: int, clock: FetchClock) -> None:
+        """The follower's session no longer fetches this partition (forgotten, closed, refused)."""
+        state = self.followers.get(replica_id)
+        if state is not None and state.clock is clock:
+            state.settle()
+            state.clock = None
+            self._isr_due.add(self)
 
     def propose_isr(self, isr: list[int]) -> None:
         """An ISR change is being written to the metadata. Until this partition's role moves past the
@@ -218,10 +246,10 @@ class Partition:
             if state is None:
                 continue
             if r in self.role.isr:
-                if now - state.last_caught_up_ms <= lag_max_ms:
+                if now - state.caught_up_ms <= lag_max_ms:
                     isr.append(r)
             elif (
-                state.last_fetch_ms > state.out_of_isr_since_ms  # alive: it fetched since it left
+                state.fetched_ms > state.out_of_isr_since_ms  # alive: it fetched since it left
                 and state.log_end_offset >= self.high_watermark
                 and state.log_end_offset >= self._epoch_start()
             ):
@@ -229,6 +257,25 @@ class Partition:
         if sorted(isr) == sorted(self.role.isr):
             return None
         return sorted(isr)
+
+    def isr_settled(self, lag_max_ms: int) -> bool:
+        """No ISR change can be due before one of this partition's methods runs or a follower's fetch
+        session stops ticking: every replica is in the ISR, caught up at its last walk, and counted as
+        fetching by a session that fetched within the lag time. The ISR loop then stops looking here."""
+        if not self.is_leader:
+            return True
+        if self.log.offline or sorted(self.role.isr) != sorted(self.role.replicas):
+            return False
+        now = _now_ms()
+        for r in self.role.replicas:
+            if r == self.node_id:
+                continue
+            state = self.followers.get(r)
+            if state is None or state.clock is None or not state.caught_up_at_walk:
+                return False
+            if now - state.clock.fetch_ms > lag_max_ms:
+                return False
+        return True
 
     def _epoch_start(self) -> int:
         entries = self.epochs.entries()
@@ -385,6 +432,7 @@ class Partition:
         self.log.reset_to(offset)
         self.epochs = LeaderEpochCache()
         self.producers.clear()
+        self.wake_fetchers()
 
     def truncate_to(self, offset: int) -> None:
         """Drop records at and after `offset` (divergent records of a deposed leader)."""
@@ -393,6 +441,7 @@ class Partition:
         self._hw = min(self._hw, self.log.log_end_offset)
         self.producers = ProducerStateTable()
         self._load_state(epochs=False)
+        self.wake_fetchers()
 
     # -- DeleteRecords -----------------------------------------------------------------------------
     def delete_records(self, offset: int) -> int:
@@ -419,6 +468,7 @@ class Partition:
             )
         self.log.advance_log_start_offset(offset)
         self._release_deletes()
+        self.wake_fetchers(data=False)
         return offset
 
     @property
@@ -453,6 +503,15 @@ class Partition:
         """A follower's log starts where its leader's does (DeleteRecords, retention), at most at its end."""
         if leader_log_start > self.log.log_start_offset:
             self.log.advance_log_start_offset(min(leader_log_start, self.log.log_end_offset))
+            self.wake_fetchers(data=False)
+
+    def apply_retention(self) -> int:
+        """Delete the log's expired segments; how many. Fetch sessions learn of a new log start."""
+        start = self.log.log_start_offset
+        deleted = self.log.apply_retention()
+        if self.log.log_start_offset != start:
+            self.wake_fetchers(data=False)
+        return deleted
 
     def _release_deletes(self) -> None:
         if not self._deletes:
@@ -531,13 +590,13 @@ class Partition:
         self.wake_fetchers()
 
     def wake_fetchers(self, data: bool = True) -> None:
-        """Tell the waiting fetches this partition changed: new records or role (`data`), or only its
-        high watermark."""
+        """Tell the waiting fetches, the fetch sessions and the replica fetcher holding this partition
+        that it changed: new records, role or log (`data`), or only its high watermark or log start."""
         for w in self._waiters:
             w.wake(self, data)
 
-    def add_waiter(self, w: FetchWaiter) -> None:
+    def add_waiter(self, w: ChangeListener) -> None:
         self._waiters.add(w)
 
-    def remove_waiter(self, w: FetchWaiter) -> None:
+    def remove_waiter(self, w: ChangeListener) -> None:
         self._waiters.discard(w)

@@ -39,6 +39,10 @@ class ReplicaManager:
         self.log_dir = LogDirHealth(settings.data_dir)
         self.log_dir.on_offline(self._log_dir_failed)
         self._dynamic_defaults: dict[str, str] = {}  # topic defaults set by dynamic broker configs
+        # Led partitions the ISR loop must look at (see Partition.isr_settled), and a count of changes to
+        # the set of topics and partitions hosted here (fetch sessions walk all theirs again after one).
+        self.isr_due: set[Partition] = set()
+        self.generation = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def open(self) -> None:
@@ -181,11 +185,12 @@ class ReplicaManager:
             plog = self._open_log(meta.name, i, config)
             if plog is None:
                 continue  # opened by reopen_logs once the log directory takes writes again
-            p = Partition(meta.name, i, plog, self.settings.node_id, leads=local is None)
+            p = Partition(meta.name, i, plog, self.settings.node_id, local is None, self.isr_due)
             self._partitions[(meta.name, i)] = p
             opened.append(p)
         for topic, i in [k for k in self._partitions if k[0] == meta.name and k[1] not in wanted]:
             self._drop(topic, i)
+        self.generation += 1
         return opened
 
     def _open_log(self, topic: str, index: int, config: TopicConfig) -> PartitionLog | None:
@@ -205,6 +210,7 @@ class ReplicaManager:
         for topic, i in [k for k in self._partitions if k[0] == name]:
             self._drop(topic, i)
         self._remove_deleted_dirs()
+        self.generation += 1
         return meta
 
     def _drop(self, topic: str, index: int) -> None:
@@ -300,7 +306,7 @@ class ReplicaManager:
         deleted = 0
         for p in list(self._partitions.values()):
             try:
-                deleted += p.log.apply_retention()
+                deleted += p.apply_retention()
             except KafkaError:
                 continue  # KAFKA_STORAGE_ERROR: the directory failed, and said so once
         return deleted
@@ -356,7 +362,7 @@ class ReplicaManager:
                     config = self.topic_config(meta)
                     for i in range(meta.partitions) if local is None else sorted(local):
                         plog = PartitionLog.open(self._partition_dir(name, i), config, health=self.log_dir)
-                        p = Partition(name, i, plog, self.settings.node_id, leads=local is None)
+                        p = Partition(name, i, plog, self.settings.node_id, local is None, self.isr_due)
                         fresh[(name, i)] = p
         except BaseException as e:
             for p in fresh.values():
@@ -369,4 +375,5 @@ class ReplicaManager:
             p.log_dir_failed()
             p.log.release()
         self._partitions = fresh
+        self.generation += 1
         return True

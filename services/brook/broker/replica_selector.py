@@ -34,7 +34,7 @@ def preferred_read_replica(
             or not state.log_start_offset <= fetch_offset <= state.log_end_offset
         ):
             continue
-        key = (state.log_end_offset, state.last_caught_up_ms - now, replica)
+        key = (state.log_end_offset, state.caught_up_ms - now, replica)
         if best is None or key[:2] > best[:2]:
             best = key
     return best[2] if best is not None else None

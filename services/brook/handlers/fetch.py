@@ -10,6 +10,10 @@ in-sync follower of the consumer's rack as `preferred_read_replica` (no records,
 
 read_committed (isolation level 1): records up to the last stable offset only, with the aborted
 transactions of that range from the log's txn index (no record is read to find them).
+
+Fetch sessions (KIP-227, broker/fetch_sessions.py): an incremental request reads only the session's
+dirty partitions, and its long poll is woken by any partition of the session (the session listens to
+them all the time), which then joins the answer.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ from __future__ import annotations
 import asyncio
 
 from brook.broker.broker import Broker
-from brook.broker.fetch_sessions import INITIAL_EPOCH
+from brook.broker.fetch_sessions import INITIAL_EPOCH, FetchSession
 from brook.broker.fetch_waiter import FetchWaiter
-from brook.broker.partition import Partition
+from brook.broker.partition import Partition, now_ms
 from brook.broker.replica_selector import preferred_read_replica
 from brook.observability import CONSUMER, FOLLOWER, REQUEST_ROLE
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -36,7 +40,7 @@ from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed
-from .context import Body, check_epoch, check_leader
+from .context import CLIENT_HOST, PRINCIPAL, Body, check_epoch, check_leader
 from .throttle import FETCH_QUOTA, charge
 
 # Below this a pread into the response is cheaper than a sendfile round of its own.
@@ -56,9 +60,13 @@ class _Read:
     """One Fetch request's reads: a first pass over every partition asked for, then, while it long-polls,
     re-reads of only the partitions that changed (the others keep their first answer)."""
 
-    def __init__(self, broker: Broker, req: FetchRequest, version: int) -> None:
+    def __init__(
+        self, broker: Broker, req: FetchRequest, version: int, session: FetchSession | None = None
+    ) -> None:
         self.broker = broker
         self.req = req
+        self.session = session
+        self.by_id = version >= 13
         self.remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
         self.follower = req.replica_id >= 0
         self.committed = not self.follower and req.isolation_level == 1
@@ -72,13 +80,21 @@ class _Read:
         self.topics: list[FetchTopicResult] = []
         # watched partition -> (its topic's results, its index there, what was asked for it)
         self.watched: dict[Partition, tuple[list[FetchPartitionResult], int, FetchPartition]] = {}
+        self._results: dict[str, list[FetchPartitionResult]] = {}  # by topic name
+        # Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic (checked before the
+        # topic's existence, so that a denied principal learns nothing about it).
+        self.cluster_ok = not self.follower or allowed(broker, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+        # A follower's own session counts its fetches for the partitions it does not walk.
+        self.clock = (
+            session.clock
+            if session is not None and self.follower and session.replica_id == req.replica_id
+            else None
+        )
         self._first_pass(version)
 
     def _first_pass(self, version: int) -> None:
-        broker, req, follower = self.broker, self.req, self.follower
-        # Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic (checked before the
-        # topic's existence, so that a denied principal learns nothing about it).
-        cluster_ok = not follower or allowed(broker, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+        broker, req, follower, session = self.broker, self.req, self.follower, self.session
+        cluster_ok = self.cluster_ok
         for ft in req.topics:
             if version >= 13:
                 meta = broker.replicas.topic_by_id(ft.topic_id or b"")
@@ -89,17 +105,26 @@ class _Read:
                 meta = broker.replicas.topic(name)
                 missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             parts: list[FetchPartitionResult] = []
+            if name and name not in self._results:
+                self._results[name] = parts
+            key_topic: str | bytes = (ft.topic_id or b"") if self.by_id else (ft.name or "")
             denied = not cluster_ok or (
                 not follower and not allowed(broker, Operation.READ, ResourceType.TOPIC, name or "")
             )
             for fp in ft.partitions:
+                key = (key_topic, fp.partition)
                 if denied:
                     code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                     parts.append(FetchPartitionResult(fp.partition, code, -1, -1, -1, None))
+                    if session is not None:
+                        session.read(key, None, True)
                     continue
                 if meta is None:
                     parts.append(FetchPartitionResult(fp.partition, missing, -1, -1, -1, None))
+                    if session is not None:
+                        session.read(key, None, True)
                     continue
+                p = None
                 try:
                     p = broker.replicas.partition(name, fp.partition)
                     if self.any_replica:
@@ -107,7 +132,9 @@ class _Read:
                     else:
                         check_leader(p, fp.current_leader_epoch)
                     if follower:
-                        p.record_follower_fetch(req.replica_id, fp.fetch_offset, fp.log_start_offset)
+                        p.record_follower_fetch(
+                            req.replica_id, fp.fetch_offset, fp.log_start_offset, self.clock
+                        )
                     if self.select:
                         preferred = preferred_read_replica(p, req.rack_id, fp.fetch_offset, self.racks)
                         if preferred is not None:
@@ -119,16 +146,24 @@ class _Read:
                             )
                             self.redirected = True
                             continue
-                    result = self._read_partition(p, fp)
+                    result, again = self._read_partition(p, fp)
                     self.watched[p] = (parts, len(parts), fp)
                     parts.append(result)
+                    if session is not None:
+                        session.read(key, p, again)
                 except KafkaError as e:
                     parts.append(FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None))
+                    if session is not None:
+                        session.read(key, None, True)
+                    if p is not None and self.clock is not None:
+                        p.detach_clock(req.replica_id, self.clock)  # not fetched (Kafka: no update)
             self.topics.append(
                 FetchTopicResult(name, meta.topic_id if meta else (ft.topic_id or bytes(16)), parts)
             )
 
-    def _read_partition(self, p: Partition, fp: FetchPartition) -> FetchPartitionResult:
+    def _read_partition(self, p: Partition, fp: FetchPartition) -> tuple[FetchPartitionResult, bool]:
+        """The partition's answer, and whether a read at the same position could answer more (records
+        up to the read's end not all read)."""
         follower = self.follower
         hw = p.high_watermark if follower else p.consumer_high_watermark
         lso = hw if follower else p.last_stable_offset
@@ -139,7 +174,8 @@ class _Read:
         limit = min(fp.partition_max_bytes, self.remaining)
         records: bytes | RecordsRef | None = None
         aborted: list[tuple[int, int]] = []
-        if (limit > 0 or self.total == 0) and not (start <= fp.fetch_offset == upper):
+        at_end = start <= fp.fetch_offset == upper
+        if (limit > 0 or self.total == 0) and not at_end:
             s = p.log.read(
                 fp.fetch_offset,
                 max(limit, 0),
@@ -155,14 +191,26 @@ class _Read:
                         (a.producer_id, a.first_offset)
                         for a in p.log.aborted_transactions(fp.fetch_offset, lso)
                     ]
-        return FetchPartitionResult(fp.partition, 0, hw, lso, start, records, aborted=aborted)
+        return FetchPartitionResult(fp.partition, 0, hw, lso, start, records, aborted=aborted), not at_end
 
     def reread(self, changed: set[Partition]) -> None:
-        """Read again the watched partitions that changed (those no longer served answer their error)."""
+        """Read again the watched partitions that changed (those no longer served answer their error),
+        and the session's partitions not read yet, which join the answer."""
+        session = self.session
         for p in changed:
             slot = self.watched.get(p)
+            key = session.key_of(p) if session is not None else None
             if slot is None:
-                continue
+                if session is None or key is None:
+                    continue
+                fp = session.fetch_of(key)
+                parts = self._results.get(p.topic)
+                if parts is None:
+                    meta = self.broker.replicas.topic(p.topic)
+                    parts = self._results[p.topic] = []
+                    self.topics.append(FetchTopicResult(p.topic, meta.topic_id if meta else bytes(16), parts))
+                slot = self.watched[p] = (parts, len(parts), fp)
+                parts.append(FetchPartitionResult(fp.partition, 0, -1, -1, -1, None))
             parts, i, fp = slot
             old = parts[i].records
             if old is not None:  # read again from the same offset: its bytes are counted anew
@@ -175,14 +223,41 @@ class _Read:
                 else:
                     check_leader(p, fp.current_leader_epoch)
                 self.broker.replicas.partition(p.topic, p.index)  # still hosted here, log online
-                parts[i] = self._read_partition(p, fp)
+                parts[i], again = self._read_partition(p, fp)
+                if session is not None and key is not None:
+                    session.read(key, p, again)
             except KafkaError as e:
                 parts[i] = FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None)
                 del self.watched[p]
+                if session is not None and key is not None:
+                    session.read(key, None, True)
+
+    @property
+    def wakeable(self) -> bool:
+        """Some partition can still bring something: one read here, or any the session has read."""
+        return bool(self.watched) or (self.session is not None and bool(self.session.bound))
 
     @property
     def enough(self) -> bool:
         return self.req.min_bytes <= 0 or (self.total > 0 and self.total >= self.req.min_bytes)
+
+
+_SAFETY_WALK_S = 60  # a session reads all its partitions at least this often
+
+
+def _walk_stamp(broker: Broker, req: FetchRequest, version: int, now_s: float) -> object:
+    """What a session's reads depend on beyond its partitions' own changes: the topics and partitions
+    hosted here, the ACLs and the principal. A session walks all its partitions again when it changes
+    (and, when replicas are chosen by rack, every time: that choice follows the other brokers)."""
+    if req.replica_id < 0 and version >= 11 and req.rack_id and broker.settings.replica_selector_class:
+        return object()
+    return (
+        broker.replicas.generation,
+        broker.authorizer.generation,
+        PRINCIPAL.get(),
+        CLIENT_HOST.get(),
+        int(now_s // _SAFETY_WALK_S),
+    )
 
 
 async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -190,28 +265,35 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     req = decode_fetch_request(version, hdr.body)
     role = FOLLOWER if req.replica_id >= 0 else CONSUMER
     REQUEST_ROLE.set(role)
-    try:  # KIP-227: an incremental request stands for its session's whole partition set
-        session = broker.fetch_sessions.begin(req, version)
+    loop = asyncio.get_running_loop()
+    try:  # KIP-227: an incremental request stands for its session's changed partitions
+        session = broker.fetch_sessions.begin(req, version, _walk_stamp(broker, req, version, loop.time()))
     except KafkaError as e:
         broker.metrics.on_error(ApiKey.FETCH, role, e.code)
         return encode_fetch_response(version, [], 0, error_code=e.code)
     full = session is None or req.session_epoch == INITIAL_EPOCH
-    loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
-    read = _Read(broker, req, version)
-    if not (read.enough or read.redirected or req.max_wait_ms <= 0 or not read.watched):
-        # Long poll: wait for appends to the watched partitions, reading again only those that changed.
+    read = _Read(broker, req, version, session)
+    if read.clock is not None and read.cluster_ok:
+        read.clock.tick(now_ms())  # after the walk: it read the previous tick
+    if not (read.enough or read.redirected or req.max_wait_ms <= 0 or not read.wakeable):
+        # Long poll: wait for appends to the watched partitions (a session's: all it has read), reading
+        # again only those that changed.
         waiter = FetchWaiter(follower=role is FOLLOWER)
-        watched = list(read.watched)
+        watched = [] if session is not None else list(read.watched)
+        if session is not None:
+            session.waiters.add(waiter)
         for p in watched:
             p.add_waiter(waiter)
         try:
-            while not read.enough and read.watched:
+            while not read.enough and read.wakeable:
                 timeout = deadline - loop.time()
                 if timeout <= 0:
                     break
                 read.reread(await waiter.wait(timeout))
         finally:
+            if session is not None:
+                session.waiters.discard(waiter)
             for p in watched:
                 p.remove_waiter(waiter)
     topics = read.topics if session is None else session.answer(read.topics, full)

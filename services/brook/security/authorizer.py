@@ -72,6 +72,7 @@ class Authorizer:
         self._table: AclTable = {}
         self._by_type: dict[ResourceType, list[tuple[ResourcePattern, frozenset[AccessEntry]]]] = {}
         self._cache: dict[tuple[str, str, Operation, ResourceType, str], bool] = {}
+        self.generation = 0  # counts ACL changes (fetch sessions check their partitions again after one)
 
     @property
     def enabled(self) -> bool:
@@ -85,6 +86,7 @@ class Authorizer:
             by_type.setdefault(p.resource_type, []).append((p, entries))
         self._by_type = by_type
         self._cache = {}
+        self.generation += 1
 
     @property
     def acls(self) -> AclTable:

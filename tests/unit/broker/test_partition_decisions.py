@@ -5,37 +5,18 @@ caught-up followers (never of a dead one), acks=all completion and min.insync.re
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-import brook.broker.partition as partition_mod
 from brook.broker.partition import Partition, PartitionRole
 from brook.config import TopicConfig
 from brook.log import PartitionLog
 from brook.protocol.errors import ErrorCode, KafkaError
 from tests.support.records import batch
+from tests.unit.broker.conftest import Clock
 
 LAG_MS = 2000
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.ms = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.ms
-
-    def advance(self, ms: float) -> None:
-        self.ms += ms
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    c = Clock()
-    monkeypatch.setattr(partition_mod, "_now_ms", c)
-    yield c
 
 
 def new_partition(tmp_path: Path, min_insync: int = 2) -> Partition:
