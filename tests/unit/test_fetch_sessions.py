@@ -16,11 +16,13 @@ from brook.protocol.fetch import (
 )
 
 
-def req(sid: int, epoch: int, parts: dict[int, int], forgotten: list[int] | None = None) -> FetchRequest:
+def req(
+    sid: int, epoch: int, parts: dict[int, int], forgotten: list[int] | None = None, replica_id: int = -1
+) -> FetchRequest:
     fps = [FetchPartition(p, -1, o, -1, -1, 1 << 20) for p, o in parts.items()]
     gone = [ForgottenTopic("t", None, forgotten)] if forgotten else []
     return FetchRequest(
-        -1, -1, 0, 0, 1 << 20, 0, sid, epoch, [FetchTopic("t", None, fps)] if fps else [], gone, ""
+        replica_id, -1, 0, 0, 1 << 20, 0, sid, epoch, [FetchTopic("t", None, fps)] if fps else [], gone, ""
     )
 
 
@@ -68,3 +70,19 @@ def test_the_least_recently_used_session_goes_when_full() -> None:
     with pytest.raises(KafkaError):
         cache.begin(req(b.session_id, 1, {}), 12)
     assert cache.begin(req(a.session_id, 2, {}), 12) is a
+
+
+def test_followers_sessions_are_not_evicted_for_consumers() -> None:
+    cache = FetchSessionCache(slots=2)
+    follower = cache.begin(req(0, 0, {0: 0}, replica_id=1), 12)
+    consumer = cache.begin(req(0, 0, {0: 0}), 12)
+    assert follower is not None and consumer is not None
+    newer = cache.begin(req(0, 0, {0: 0}), 12)  # the follower's is the oldest, the consumer's goes
+    assert newer is not None
+    assert cache.begin(req(follower.session_id, 1, {}, replica_id=1), 12) is follower
+    with pytest.raises(KafkaError):
+        cache.begin(req(consumer.session_id, 1, {}), 12)
+    second = cache.begin(req(0, 0, {0: 0}, replica_id=2), 12)  # a follower may take a consumer's slot
+    assert second is not None and len(cache) == 2
+    assert cache.begin(req(0, 0, {0: 0}), 12) is None  # all slots followers': no session, full fetches
+    assert cache.begin(req(follower.session_id, 2, {}, replica_id=1), 12) is follower

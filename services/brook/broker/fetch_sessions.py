@@ -240,7 +240,14 @@ class FetchSessionCache:
         if self.slots <= 0:
             return None
         while len(self._sessions) >= self.slots:
-            self._drop(next(iter(self._sessions)))  # the least recently used
+            # The least recently used consumer's session goes; followers' sessions are privileged (as in
+            # Kafka's cache): a thousand consumers must not push replication back to full fetches.
+            victim = next((sid for sid, s in self._sessions.items() if s.replica_id < 0), None)
+            if victim is None:
+                if replica_id < 0:
+                    return None  # every slot holds a follower's session: this consumer goes sessionless
+                victim = next(iter(self._sessions))
+            self._drop(victim)
         sid = random.randint(1, 2**31 - 1)
         while sid in self._sessions:
             sid = random.randint(1, 2**31 - 1)
