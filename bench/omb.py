@@ -112,9 +112,10 @@ def consumer_proc(bootstrap: str, until: float, out: Any) -> None:
     lat: list[tuple[float, float]] = []
     while time.monotonic() < until:
         for m in c.consume(1000, 0.2):
-            if m.error() is None:
+            value = m.value()
+            if m.error() is None and value is not None:
                 now = time.time_ns()
-                lat.append((now / 1e9, (now - _TS.unpack_from(m.value())[0]) / 1e6))
+                lat.append((now / 1e9, (now - _TS.unpack_from(value)[0]) / 1e6))
     c.close()
     out.put(("c", lat))
 
