@@ -43,7 +43,18 @@ def log_end_offset(bootstrap: str, topic: str) -> int:
         ],
     )
     with RawClient(bootstrap) as c:
-        return int(c.request(req, 2).topics[0].partitions[0].offset)
+        part = c.request(req, 2).topics[0].partitions[0]
+        assert part.error_code == 0, f"ListOffsets answered error {part.error_code}"
+        return int(part.offset)
+
+
+def served_log_end(bootstrap: str, topic: str) -> tuple[int] | None:
+    """(log end,) once the broker serves the partition as its leader; None before (the metadata can say
+    it leads before its own watch has applied that)."""
+    try:
+        return (log_end_offset(bootstrap, topic),)
+    except AssertionError:
+        return None
 
 
 def produce_frame(
@@ -80,7 +91,7 @@ def test_pipelined_produce_requests_append_at_once_and_answer_in_order(tmp_path:
         create(c, topic, 1, 3, {"min.insync.replicas": "2"})
         md = eventually(lambda: full_isr(c, topic), 60, "a full ISR")
         leader = c.broker(md.leader)
-        start = log_end_offset(leader.bootstrap, topic)
+        (start,) = eventually(lambda: served_log_end(leader.bootstrap, topic), 60, "the leader to serve it")
         for r in md.replicas:
             proc = c.broker(r).proc
             if r != md.leader and proc is not None:
