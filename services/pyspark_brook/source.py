@@ -36,6 +36,7 @@ from .options import EARLIEST, LATEST, OffsetSpec, ReadOptions, parse_read_optio
 from .schema import ddl
 
 log = logging.getLogger("pyspark_brook")
+_FINAL_COMMIT_WAIT = 30.0  # seconds a caught-up latestOffset() waits for the group commit
 
 
 class BrookPartition(InputPartition):
@@ -126,7 +127,9 @@ class GroupCommitter:
     """Publishes the query's progress as a consumer group's committed offsets, off the query's path.
 
     A background thread commits the newest offsets handed to it (older pending ones are dropped); a
-    failure is logged, never raised: the checkpoint, not the group, is the source of truth.
+    failure is logged, never raised: the checkpoint, not the group, is the source of truth. flush()
+    waits for what was handed over: Spark may kill the reader's Python process as soon as the query
+    ends, before stop() runs, so the caught-up position is committed while Spark still waits on us.
     """
 
     def __init__(self, conf: dict[str, Any], group_id: str) -> None:
@@ -137,12 +140,28 @@ class GroupCommitter:
         }
         self.group_id = group_id
         self._q: queue.Queue[dict[TP, int] | None] = queue.Queue()
+        self._progress = threading.Condition()
+        self._submitted = 0  # offsets handed over so far
+        self._settled = 0  # of those, how many were committed or dropped for a newer one
         self._thread = threading.Thread(target=self._run, name=f"brook-commit-{group_id}", daemon=True)
         self._thread.start()
         self._warned = False
 
     def submit(self, offsets: dict[TP, int]) -> None:
+        with self._progress:
+            self._submitted += 1
         self._q.put(offsets)
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until everything submitted so far is committed (or failed); False at the deadline."""
+        with self._progress:
+            target = self._submitted
+            return self._progress.wait_for(lambda: self._settled >= target, timeout)
+
+    def _settle(self, n: int) -> None:
+        with self._progress:
+            self._settled += n
+            self._progress.notify_all()
 
     def close(self, timeout: float = 10.0) -> None:
         self._q.put(None)
@@ -153,17 +172,20 @@ class GroupCommitter:
         try:
             while True:
                 item = self._q.get()
+                taken = 1
                 while item is not None and not self._q.empty():
                     nxt = self._q.get()  # only the newest progress matters
                     if nxt is None:
                         self._commit(consumer, item)
+                        self._settle(taken)
                         return
-                    item = nxt
+                    item, taken = nxt, taken + 1
                 if item is None:
                     return
                 if consumer is None:
                     consumer = Consumer(self.conf)
                 self._commit(consumer, item)
+                self._settle(taken)
         finally:
             if consumer is not None:
                 consumer.close()
@@ -230,6 +252,11 @@ class BrookStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             tps = self.cluster.partitions(self.opts.subscription)
             highs = self.cluster.latest_at_least(tps, begin)
         self._latest = dict(highs)
+        caught_up = all(tp in begin and h <= begin[tp] for tp, h in highs.items())
+        # Caught up (the end of an AvailableNow run, or an idle query): make the group current now.
+        if caught_up and self._committer is not None and not self._committer.flush(_FINAL_COMMIT_WAIT):
+            log.warning("group %s: progress not committed within %.0f s", self.opts.commit_group_id,
+                        _FINAL_COMMIT_WAIT)
         end: dict[TP, int] = {}
         # Partitions seen for the first time (new topic, CreatePartitions) enter at their log start,
         # with nothing read in this batch; the next batch reads them. Deterministic on replay.
