@@ -9,7 +9,7 @@ from typing import BinaryIO
 
 
 class SegmentFile(io.FileIO):
-    """A segment opened read-only for pread and sendfile.
+    """A segment file for pread and sendfile (read-only, or "a+" while the segment takes appends).
 
     Segments drop their reference instead of closing it when they are deleted or closed: a FileSlice
     being sent may still hold it, and closing it under an in-flight sendfile could let the descriptor

@@ -3,9 +3,10 @@
 `.index`     relative offset u32 | file position u32 (big-endian): the batch starting at that position has
              that base offset; one entry per index.interval.bytes of log (and always the first batch).
 `.timeindex` timestamp i64 | relative offset u32: the segment's max timestamp so far and the base offset of
-             the batch holding it, written alongside offset-index entries when the max has grown, and once
+             the batch holding it, added alongside offset-index entries when the max has grown, and once
              more when the segment stops being active so its last entry is the segment's max timestamp.
-Both are rebuildable from the log, so they are only fsynced when a segment is rolled or closed.
+Both are rebuildable from the log, so an active segment's are kept in memory and written (whole, fsynced)
+only when the segment is rolled or closed.
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ def _strictly_increasing(values: array[int]) -> bool:
 
 
 class _IndexFile:
-    """The file side of an index: an append descriptor while the segment is active, atomic rewrites."""
+    """The file side of an index. While its segment is active the entries live in memory only and the
+    file is rewritten whole when the segment is sealed (flush): no descriptor is held per partition,
+    and an unclean shutdown rebuilds the active segment's indexes from the log anyway."""
 
     entry_size = 0
 
     def __init__(self, path: Path, base_offset: int) -> None:
         self.path = path
         self.base_offset = base_offset
-        self._fd: int | None = None
+        self._live = False  # active: the file may lag the entries in memory
+        self._dirty = False  # entries changed since the file was last written
 
     def __len__(self) -> int:
         raise NotImplementedError
@@ -48,29 +52,22 @@ class _IndexFile:
         return (len(self) + 1) * self.entry_size > max_bytes
 
     def open_for_append(self) -> None:
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-
-    def _append_bytes(self, data: bytes) -> None:
-        if self._fd is not None:
-            os.write(self._fd, data)
+        self._live = True
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        """Make the file hold every entry (durably): the segment is being sealed or closed cleanly."""
+        if self._live and self._dirty:
+            self.write_file()
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Stop tracking appends, writing nothing (after flush, or when the state is not trusted)."""
+        self._live = False
 
     def _encode(self) -> bytes:
         raise NotImplementedError
 
     def write_file(self) -> None:
         """Replace the file with the in-memory entries (write a temp file, fsync, rename)."""
-        reopen = self._fd is not None
-        self.close()
         tmp = self.path.with_name(self.path.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -79,12 +76,11 @@ class _IndexFile:
         finally:
             os.close(fd)
         os.replace(tmp, self.path)
-        if reopen:
-            self.open_for_append()
+        self._dirty = False
 
     def _truncate_file(self, entries: int) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, entries * self.entry_size)
+        if self._live:
+            self._dirty = True  # the file may hold fewer entries than memory: rewritten when sealed
         else:
             os.truncate(self.path, entries * self.entry_size)
 
@@ -138,7 +134,7 @@ class OffsetIndex(_IndexFile):
         relative = offset - self.base_offset
         self.relative_offsets.append(relative)
         self.positions.append(position)
-        self._append_bytes(OFFSET_ENTRY.pack(relative, position))
+        self._dirty = True
 
     def lookup(self, offset: int) -> int:
         """File position of the last indexed batch whose base offset is <= `offset` (0 when none is)."""
@@ -208,7 +204,7 @@ class TimeIndex(_IndexFile):
         relative = offset - self.base_offset
         self.timestamps.append(timestamp)
         self.relative_offsets.append(relative)
-        self._append_bytes(TIME_ENTRY.pack(timestamp, relative))
+        self._dirty = True
 
     @property
     def last_timestamp(self) -> int:

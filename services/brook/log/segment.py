@@ -1,7 +1,8 @@
 """One segment: a `.log` file of whole record batches starting at `base_offset`, with its two indexes.
 
-The log file is written only through an O_APPEND descriptor while the segment is active, and read through
-a separate read-only file object (pread / sendfile, never seeked).
+While the segment is active its log file is opened once, read-write with O_APPEND: appends go to the end,
+reads use explicit positions (pread / sendfile). An inactive segment is read through a read-only file
+object opened on first use. The indexes hold no descriptor (see brook.log.index).
 """
 
 from __future__ import annotations
@@ -181,10 +182,13 @@ class Segment:
 
     def activate(self) -> None:
         """Open for appends (the segment becomes the partition's active segment)."""
+        if self._append_fd is None:
+            # One descriptor per active segment serves reads and appends (O_APPEND: a write goes to the
+            # end whatever reads do); a read-only one opened before is closed by its last holder.
+            self._reader = SegmentFile(self.log_path, "a+")
+            self._append_fd = self._reader.fileno()
         if not self._tail_known:
             self._scan_tail()
-        if self._append_fd is None:
-            self._append_fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.offset_index.open_for_append()
         self.time_index.open_for_append()
 
@@ -197,8 +201,7 @@ class Segment:
         self._fsync_log()
         self.offset_index.flush()
         self.time_index.flush()
-        os.close(self._append_fd)
-        self._append_fd = None
+        self._append_fd = None  # the descriptor stays open as the reader
         self.offset_index.close()
         self.time_index.close()
 
@@ -350,10 +353,8 @@ class Segment:
         self._scan_tail()
 
     def release(self) -> None:
-        """Close the writers and drop the reader (closed by its last holder: see SegmentFile)."""
-        if self._append_fd is not None:
-            os.close(self._append_fd)
-            self._append_fd = None
+        """Stop appending and drop the reader (closed by its last holder: see SegmentFile)."""
+        self._append_fd = None
         self.offset_index.close()
         self.time_index.close()
         self._reader = None

@@ -118,15 +118,16 @@ def test_an_index_write_failure_takes_the_directory_offline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     health = LogDirHealth(tmp_path)
-    log = _open(tmp_path / "t-0", health)
+    batch = make_batch(2)
+    log = _open(tmp_path / "t-0", health, segment_bytes=len(batch))
     monkeypatch.setattr("brook.log.index.os", FullDisk(room=0))
-    e = _storage_error(log.append, make_batch(2))  # the first batch always makes an index entry
+    log.append(batch)  # an active segment's index entries stay in memory: nothing written yet
+    e = _storage_error(log.append, make_batch(2))  # the roll writes the sealed segment's indexes
     assert "ENOSPC" in str(e)
     assert health.offline
     monkeypatch.undo()
     log.release()
-    # The batch reached the log file before its index entry failed: never acknowledged, but whole, so
-    # recovery keeps it (an idempotent producer's retry is then a duplicate).
+    # The first batch was fsynced before its indexes failed; the second was never written.
     log = _open(tmp_path / "t-0", LogDirHealth(tmp_path))
     assert log.log_end_offset == 2
     assert [h.base_offset for h in log.iter_batch_headers()] == [0]

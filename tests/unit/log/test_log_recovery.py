@@ -102,13 +102,20 @@ def _index_files(path: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("damage", ["missing", "odd-size", "non-monotonic", "past-end", "time-missing"])
 @pytest.mark.parametrize("clean", [True, False])
 def test_bad_indexes_are_rebuilt(tmp_path: Path, damage: str, clean: bool) -> None:
-    log, _ = _fill(tmp_path / "p", n=40, segment_bytes=600, index_interval_bytes=100)
-    contents, end = _contents(log), log.log_end_offset
-    if clean:
-        log.close()
-    else:
-        log.flush()
-        _crash(log)
+    def filled(path: Path) -> tuple[bytes, int]:
+        log, _ = _fill(path, n=40, segment_bytes=600, index_interval_bytes=100)
+        contents, end = _contents(log), log.log_end_offset
+        if clean:
+            log.close()
+        else:
+            log.flush()
+            _crash(log)  # the active segment's indexes were never written (kept in memory)
+        return contents, end
+
+    contents, end = filled(tmp_path / "p")
+    filled(tmp_path / "undamaged")
+    open_log(tmp_path / "undamaged", segment_bytes=600, index_interval_bytes=100).close()
+    expected = _index_files(tmp_path / "undamaged")
     files = _index_files(tmp_path / "p")
     for name in files:
         path = tmp_path / "p" / name
@@ -121,7 +128,9 @@ def test_bad_indexes_are_rebuilt(tmp_path: Path, damage: str, clean: bool) -> No
         elif damage == "past-end" and name.endswith(".index"):
             path.write_bytes(files[name] + (1).to_bytes(4, "big") + (10**6).to_bytes(4, "big"))
     log = open_log(tmp_path / "p", segment_bytes=600, index_interval_bytes=100)
-    assert _index_files(tmp_path / "p") == files
+    log.close()
+    assert _index_files(tmp_path / "p") == expected
+    log = open_log(tmp_path / "p", segment_bytes=600, index_interval_bytes=100)
     assert log.log_end_offset == end
     assert _contents(log) == contents
     for offset in range(end):

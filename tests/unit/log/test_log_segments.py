@@ -74,6 +74,7 @@ def test_sparse_index_entries(tmp_path: Path) -> None:
     log = open_log(tmp_path / "p", index_interval_bytes=3 * len(batch))
     for _ in range(10):
         log.append(batch)
+    log.close()  # an active segment's index is written when it is sealed
     # The first batch, then every batch after >= 3 batches' worth of bytes.
     data = (tmp_path / "p" / "00000000000000000000.index").read_bytes()
     entries = [
