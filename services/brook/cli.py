@@ -211,6 +211,9 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
     s.connection_limits = ConnectionLimitSettings(
         a.max_connections, a.max_connections_per_ip, overrides, a.max_connection_creation_rate
     )
+    if a.max_broker_partitions < -1:
+        _fail(f"--max-broker-partitions must be -1 (derived) or at least 0, got {a.max_broker_partitions}")
+    s.max_broker_partitions = a.max_broker_partitions
     return s
 
 
@@ -273,6 +276,13 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument("--max-connections-per-ip", type=int, default=UNLIMITED)
     b.add_argument("--max-connections-per-ip-overrides", default="", help="host:count,...")
     b.add_argument("--max-connection-creation-rate", type=int, default=UNLIMITED, help="per second")
+    b.add_argument(
+        "--max-broker-partitions",
+        type=int,
+        default=-1,
+        help="max.broker.partitions: replicas this broker may host (each keeps a file open); "
+        "-1: 1/4 of the open-file limit",
+    )
     b.add_argument("--quota-window-num", type=int, default=11, help="quota.window.num: rate samples")
     b.add_argument("--quota-window-size-seconds", type=float, default=1.0, help="quota.window.size.seconds")
 

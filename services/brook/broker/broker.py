@@ -17,6 +17,7 @@ from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.security.acls import table_from_stored
 from brook.security.authorizer import Authorizer
+from brook.security.connection_limits import raise_open_file_limit
 from brook.security.quotas import ClientQuotas
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
@@ -24,6 +25,7 @@ from .cluster import ClusterNode
 from .fetch_sessions import FetchSessionCache
 from .internal_topics import InternalTopic
 from .log_dir_failure import LogDirFailureHandler
+from .partition_budget import check_budget, partition_budget
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
 from .topics import LocalMetadataStore, MetadataStore, TopicMeta, assignment_error
@@ -34,6 +36,8 @@ class Broker:
     def __init__(self, settings: BrokerSettings, store: MetadataStore | None = None) -> None:
         self.settings = settings
         self.metrics = BrokerMetrics()
+        # Raised here already (the listener does it too) so the budget reflects the limit in force.
+        self.partition_budget = partition_budget(settings.max_broker_partitions, raise_open_file_limit())
         self.cluster = ClusterNode(self) if settings.etcd_endpoints else None
         self.store: MetadataStore | None = None
         if self.cluster is None:
@@ -119,8 +123,9 @@ class Broker:
             return await self.cluster.create_topic(
                 name, partitions, replication_factor, configs or {}, validate_only, assignment
             )
+        n, rf = self.replicas.validate_new_topic(name, partitions, replication_factor, configs or {})
+        self._check_local_budget(name, n)
         if validate_only:
-            n, rf = self.replicas.validate_new_topic(name, partitions, replication_factor, configs or {})
             return TopicMeta(
                 name, bytes(16), n, rf, {k: v for k, v in (configs or {}).items() if v is not None}
             )
@@ -150,7 +155,15 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.add_partitions(name, count, validate_only, assignment)
         else:
+            meta = self.replicas.check_new_partition_count(name, count)
+            self._check_local_budget(name, count - meta.partitions)
             self.replicas.add_partitions(name, count, validate_only)
+
+    def _check_local_budget(self, topic: str, adding: int) -> None:
+        """A single node hosts every partition: the same limit as a cluster's brokers."""
+        hosted = sum(meta.partitions for meta in self.replicas.topics().values())
+        node = self.settings.node_id
+        check_budget(topic, {node: hosted}, [[node]] * adding, {node: self.partition_budget})
 
     def _check_assignment(self, assignment: list[list[int]], replication_factor: int = -1) -> None:
         live = {n for n, *_ in self.brokers()}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +55,7 @@ from .controller import Controller
 from .follower import LeaderFetcher, Throttle
 from .inter_broker import peer_security
 from .partition import Partition, PartitionRole, now_ms
+from .partition_budget import check_budget, replicas_per_broker
 from .topics import TopicMeta
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ class ClusterNode:
                     (li.name, li.advertised_host, li.advertised_port)
                     for li in self.settings.effective_listeners()
                 ),
+                max_partitions=broker.partition_budget,
             ),
             ttl=self.settings.lease_ttl_s,
             wait_for_stale=self.settings.lease_ttl_s + 2.0,
@@ -242,6 +244,7 @@ class ClusterNode:
             assignment = manual if manual is not None else assign_replicas(racks, n, rf)
         except PlacementError as e:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+        self._check_budget(name, assignment)
         rec = TopicRecord.new(name, assignment, {k: v for k, v in configs.items() if v is not None})
         if validate_only:
             return topic_meta(rec)
@@ -257,6 +260,10 @@ class ClusterNode:
         await self.wait_until(lambda: all((name, i) in self.states for i in range(n)))
         log.info("created topic %s: %d partitions, replication factor %d", name, n, rf)
         return topic_meta(created)
+
+    def _check_budget(self, topic: str, adding: Sequence[Sequence[int]]) -> None:
+        hosted = replicas_per_broker(rec.assignment for rec in self.topics.values())
+        check_budget(topic, hosted, adding, {b: info.max_partitions for b, info in self.live.items()})
 
     async def delete_topic(self, name: str) -> TopicMeta:
         rec = self.topics.get(name)
@@ -276,6 +283,7 @@ class ClusterNode:
             extra = manual or assign_replicas(racks, count, rec.replication_factor)[rec.partitions :]
         except PlacementError as e:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
+        self._check_budget(name, extra)
         if validate_only:
             return
         updated = replace(rec, assignment=rec.assignment + tuple(tuple(r) for r in extra))

@@ -69,6 +69,9 @@ class BrokerSettings:
     authorizer: AuthorizerSettings = field(default_factory=AuthorizerSettings)
     quotas: QuotaSettings = field(default_factory=QuotaSettings)
     connection_limits: ConnectionLimitSettings = field(default_factory=ConnectionLimitSettings)
+    # Partition replicas this broker may host (each keeps a file open); -1: a quarter of the open-file
+    # limit (see brook.broker.partition_budget).
+    max_broker_partitions: int = -1
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -44,6 +44,8 @@ class BrokerInfo:
     epoch: int = 0
     # Every listener's advertised (host, port) by listener name; host/port above are the inter-broker one.
     endpoints: tuple[tuple[str, str, int], ...] = ()
+    # The partition replicas it may host (max.broker.partitions); None: not announced (not checked).
+    max_partitions: int | None = None
 
     def to_json(self) -> bytes:
         doc: dict[str, Any] = {
@@ -54,6 +56,8 @@ class BrokerInfo:
         }
         if self.endpoints:
             doc["endpoints"] = [{"name": n, "host": h, "port": p} for n, h, p in self.endpoints]
+        if self.max_partitions is not None:
+            doc["max_partitions"] = self.max_partitions
         return encode(doc)
 
     def endpoint(self, listener: str | None) -> tuple[str, int]:
@@ -67,6 +71,7 @@ class BrokerInfo:
         d = _obj(data)
         rack = d.get("rack")
         endpoints = tuple((str(e["name"]), str(e["host"]), int(e["port"])) for e in d.get("endpoints", []))
+        budget = d.get("max_partitions")
         return cls(
             int(d["broker_id"]),
             str(d["host"]),
@@ -74,6 +79,7 @@ class BrokerInfo:
             None if rack is None else str(rack),
             epoch,
             endpoints,
+            None if budget is None else int(budget),
         )
 
 
