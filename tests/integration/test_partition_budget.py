@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KTP
 
 from tests.support.broker import BrokerProcess
 from tests.support.cluster import Cluster
@@ -68,8 +70,20 @@ def test_a_cluster_refuses_placements_past_a_brokers_budget(tmp_path: Path) -> N
         assert "hosts 4 partition replicas and would get 8 more" in e.args[0].str()
         e = refusal(a.create_partitions([NewPartitions("four", 11)])["four"])
         assert e.args[0].name() == "POLICY_VIOLATION"
-        a.create_partitions([NewPartitions("four", 10)])["four"].result(30)
-        e = refusal(a.create_topics([NewTopic("one-more", 1, 1)], validate_only=True)["one-more"])
+        a.create_partitions([NewPartitions("four", 9)])["four"].result(30)  # 9 on each broker
+        a.create_topics([NewTopic("on-0", 1, replica_assignment=[[0]])])["on-0"].result(30)
+        a.create_topics([NewTopic("on-1", 1, replica_assignment=[[1]])])["on-1"].result(30)
+        e = refusal(a.create_topics([NewTopic("one-more", 1, replica_assignment=[[0]])], validate_only=True)[
+            "one-more"
+        ])
         assert e.args[0].name() == "POLICY_VIOLATION"  # validate_only answers as the real thing
+        # A reassignment may not add a replica to a full broker either (broker 2 has room).
+        admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)
+        try:
+            answer = admin.alter_partition_reassignments({KTP("on-0", 0): [1]})
+            assert answer[KTP("on-0", 0)].__name__ == "PolicyViolationError", answer
+            assert admin.alter_partition_reassignments({KTP("on-0", 0): [2]}) == {KTP("on-0", 0): None}
+        finally:
+            admin.close()
     finally:
         c.stop()

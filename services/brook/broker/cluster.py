@@ -263,6 +263,10 @@ class ClusterNode:
 
     def _check_budget(self, topic: str, adding: Sequence[Sequence[int]]) -> None:
         hosted = replicas_per_broker(rec.assignment for rec in self.topics.values())
+        for (t, i), moving in self.reassignments.items():  # replicas being added elsewhere count too
+            rec = self.topics.get(t)
+            if rec is not None and i < rec.partitions:
+                hosted.update(b for b in moving.target if b not in rec.assignment[i])
         check_budget(topic, hosted, adding, {b: info.max_partitions for b, info in self.live.items()})
 
     async def delete_topic(self, name: str) -> TopicMeta:
@@ -363,6 +367,7 @@ class ClusterNode:
         unknown = [b for b in target if b not in self.live]
         if unknown:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not live")
+        self._check_budget(topic, [[b for b in target if b not in rec.assignment[partition]]])
         await self.store.put_reassignment(topic, partition, target)
 
     # -- the view ----------------------------------------------------------------------------------
