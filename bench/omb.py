@@ -16,10 +16,11 @@ group reading everything. For each rate: a warm-up, then the measured period:
 Without --bootstrap it starts etcd and 3 brokers itself (bench/cluster_bench.py's cluster, production
 timings). Raw results go to bench/results/omb-<time>.json (bench/raw.py). MB = 10^6 bytes.
 
-`--client c --rates max` runs librdkafka's C load generator (rdkafka_performance, built by
-scripts/conformance) as the producers and consumers instead of confluent-kafka Python processes, which
-on this 2-core machine take more CPU than the brokers: same settings, latencies from its per-record
-`-A` output. Only for `max`: its rate limit busy-polls between messages less than 1 ms apart.
+`--client c` runs librdkafka's C clients instead of confluent-kafka Python processes, which on this
+2-core machine take more CPU than the brokers: rdkafka_performance (built by scripts/conformance) as the
+consumers and the `max` producers, and for a fixed rate bench/c/omb_producer.c (compiled here against
+that librdkafka), because rdkafka_performance's -r busy-polls between messages less than 1 ms apart.
+Same settings; latencies from their per-record `-A` output.
 
 All processes share this machine's cores with the brokers: the figures say what Brook does on it, not
 what Kafka's own OMB runs (separate client machines) would show.
@@ -145,14 +146,34 @@ def c_clients(
     for i in range(a.producers):
         f = work / f"pub-{i}.txt"
         pub_files.append(f)
+        if per_msgs:
+            cmd = [str(paced_producer(perf)), "-b", bootstrap, "-t", TOPIC, "-s", str(a.size),
+                   "-r", str(per_msgs), "-A", str(f)]  # fmt: skip
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            continue
         cmd = [str(perf), "-P", *common, "-A", str(f), "-s", str(a.size), "-a", "-1",
                "-X", "enable.idempotence=true", "-X", "linger.ms=1", "-X", "batch.size=1000000",
                "-X", "sticky.partitioning.linger.ms=0", "-X", "queue.buffering.max.messages=1000000",
                "-X", "queue.buffering.max.kbytes=1048576"]  # fmt: skip
-        if per_msgs:
-            cmd += ["-r", str(per_msgs)]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     return procs, pub_files, e2e_files
+
+
+PACED_SOURCE = REPO / "bench" / "c" / "omb_producer.c"
+
+
+def paced_producer(perf: Path) -> Path:
+    """bench/c/omb_producer.c compiled against the librdkafka that built `perf` (its source tree)."""
+    src = perf.resolve().parent.parent / "src"
+    out = Path.home() / ".cache" / "brook-bench" / "omb_producer"
+    if not out.exists() or out.stat().st_mtime < PACED_SOURCE.stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["cc", "-O2", "-Wall", "-o", str(out), str(PACED_SOURCE), f"-I{src}", f"-L{src}", "-lrdkafka",
+             f"-Wl,-rpath,{src}"],
+            check=True,
+        )  # fmt: skip
+    return out
 
 
 def measured_part(files: list[Path], skip: float) -> list[float]:
@@ -303,19 +324,15 @@ def main() -> None:
         "--client",
         choices=["python", "c"],
         default="python",
-        help="python: confluent-kafka processes; c: librdkafka's rdkafka_performance (far less client CPU)",
+        help="python: confluent-kafka processes; c: librdkafka's C clients (far less client CPU)",
     )
     ap.add_argument("--rdkafka-performance", default=str(DEFAULT_PERF), help="its binary, for --client c")
     a = ap.parse_args()
-    a.rates = a.rates or ("max" if a.client == "c" else "5,20,50,max")
+    a.rates = a.rates or "5,20,50,max"
     if a.quick:
-        a.partitions, a.rates, a.warmup, a.duration = 10, "max" if a.client == "c" else "5,max", 3.0, 8.0
+        a.partitions, a.rates, a.warmup, a.duration = 10, "5,max", 3.0, 8.0
     if a.client == "c" and not Path(a.rdkafka_performance).exists():
         sys.exit(f"{a.rdkafka_performance} is missing: `scripts/conformance` builds it (see its README)")
-    if a.client == "c" and a.rates.replace(" ", "") != "max":
-        # Its -r paces each message with rd_kafka_poll(): below 1 ms between messages that is a busy
-        # loop, a core per producer, which would measure the pacing rather than the brokers.
-        sys.exit("--client c measures --rates max only (rdkafka_performance's -r spins above 1,000 msg/s)")
     rates = [None if r.strip() == "max" else float(r) for r in a.rates.split(",")]
 
     from confluent_kafka.admin import AdminClient, NewTopic
