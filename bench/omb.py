@@ -148,7 +148,9 @@ def c_clients(
         pub_files.append(f)
         if per_msgs:
             cmd = [str(paced_producer(perf)), "-b", bootstrap, "-t", TOPIC, "-s", str(a.size),
-                   "-r", str(per_msgs), "-A", str(f)]  # fmt: skip
+                   "-r", str(per_msgs), "-A", str(f), "-S", str(work / f"stats-{i}.jsonl")]  # fmt: skip
+            for kv in a.producer_config:
+                cmd += ["-X", kv]
             procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             continue
         cmd = [str(perf), "-P", *common, "-A", str(f), "-s", str(a.size), "-a", "-1",
@@ -174,6 +176,28 @@ def paced_producer(perf: Path) -> Path:
             check=True,
         )  # fmt: skip
     return out
+
+
+def producer_windows(files: list[Path], skip: float) -> dict[str, dict[str, float]] | None:
+    """Per broker, the median over producers and 5-second windows of librdkafka's rtt, int_latency and
+    outbuf_latency p50/p99 (µs), without the warm-up's windows."""
+    import json
+    import statistics
+
+    if not files:
+        return None
+    seen: dict[str, dict[str, list[float]]] = {}
+    for f in files:
+        docs = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        for doc in docs[int(len(docs) * skip) :]:
+            for b in doc.get("brokers", {}).values():
+                if b.get("nodeid", -1) < 0 or not b.get("rtt", {}).get("cnt"):
+                    continue  # the bootstrap entry, or no request in the window
+                per = seen.setdefault(f"b{b['nodeid']}", {})
+                for window in ("rtt", "int_latency", "outbuf_latency"):
+                    for q in ("p50", "p99"):
+                        per.setdefault(f"{window} {q}", []).append(b[window][q])
+    return {b: {k: statistics.median(v) for k, v in per.items()} for b, per in sorted(seen.items())}
 
 
 def measured_part(files: list[Path], skip: float) -> list[float]:
@@ -203,6 +227,10 @@ class Result:
     broker_cpu_s_per_gb: dict[int, float]
     broker_pct: dict[int, float]
     other_pct: float
+    # Paced C producers only: librdkafka's window statistics (µs) per broker, medians over the run's
+    # 5-second windows after the warm-up: rtt (request sent -> answer), int_latency (record queued
+    # in the producer before it goes into a request), outbuf_latency (request waiting to be sent).
+    producer_windows: dict[str, dict[str, float]] | None = None
 
 
 def run_rate(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: float | None) -> Result:
@@ -266,7 +294,9 @@ def run_rate_c(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate
         skip = (3.0 + a.warmup) / (3.0 + a.warmup + seconds)
         pub = measured_part(pub_files, skip)
         e2e = measured_part(e2e_files, skip)
-        return summarize(rate, a, pub, e2e, len(pub), seconds, cpu0, cpu1, busy1 - busy0)
+        r = summarize(rate, a, pub, e2e, len(pub), seconds, cpu0, cpu1, busy1 - busy0)
+        r.producer_windows = producer_windows(sorted(work.glob("stats-*.jsonl")), skip)
+        return r
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -327,6 +357,13 @@ def main() -> None:
         help="python: confluent-kafka processes; c: librdkafka's C clients (far less client CPU)",
     )
     ap.add_argument("--rdkafka-performance", default=str(DEFAULT_PERF), help="its binary, for --client c")
+    ap.add_argument(
+        "--producer-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="librdkafka settings for the paced C producers on top of OMB's (e.g. enable.idempotence=false)",
+    )
     a = ap.parse_args()
     a.rates = a.rates or "5,20,50,max"
     if a.quick:
@@ -366,6 +403,9 @@ def main() -> None:
                 f"broker CPU-s/GB {cpu}; broker {pct_s}; other {r.other_pct:.0f}%",
                 flush=True,
             )
+            for b, w in (r.producer_windows or {}).items():
+                print(f"  producers -> {b}, median of 5 s windows, ms: " + ", ".join(
+                    f"{k} {v / 1000:.1f}" for k, v in w.items()), flush=True)  # fmt: skip
     finally:
         if bc is not None:
             bc.stop()
@@ -374,6 +414,7 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%d')} {NCPU} cores, {a.partitions} partitions RF={a.rf}, "
         f"{a.producers} {a.client} producers, {a.consumers} consumers, {a.size} B records, "
         f"load {os.getloadavg()[0]:.2f}"
+        + (f", producer config {','.join(a.producer_config)}" if a.producer_config else "")
     )
     print(machine)
     raw.save("omb", machine, [r.__dict__ for r in results])

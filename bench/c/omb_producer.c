@@ -10,7 +10,10 @@
  * each record, in us, one per line in delivery order, goes to the -A file when it stops (SIGINT or
  * SIGTERM: stop producing, wait up to 60 s for outstanding deliveries).
  *
- * usage: omb_producer -b BOOTSTRAP -t TOPIC -s SIZE -r MSGS_PER_S -A FILE [-X key=value ...]
+ * -S FILE appends librdkafka's statistics (one JSON document a line, every 5 s unless
+ * -X statistics.interval.ms=... says otherwise): per broker rtt, int_latency, outbuf_latency.
+ *
+ * usage: omb_producer -b BOOTSTRAP -t TOPIC -s SIZE -r MSGS_PER_S -A FILE [-S FILE] [-X key=value ...]
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -28,6 +31,16 @@ static volatile sig_atomic_t run = 1;
 static uint32_t *lat;
 static size_t nlat, caplat;
 static uint64_t failed;
+static FILE *stats_fp;
+
+static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
+        (void)rk;
+        (void)opaque;
+        fwrite(json, 1, len, stats_fp);
+        fputc('\n', stats_fp);
+        fflush(stats_fp);
+        return 0; /* librdkafka frees json */
+}
 
 static void stop(int sig) {
         (void)sig;
@@ -90,13 +103,25 @@ int main(int argc, char **argv) {
         set(conf, "sticky.partitioning.linger.ms", "0");
         set(conf, "queue.buffering.max.messages", "1000000");
         set(conf, "queue.buffering.max.kbytes", "1048576");
-        while ((opt = getopt(argc, argv, "b:t:s:r:A:X:")) != -1) {
+        while ((opt = getopt(argc, argv, "b:t:s:r:A:S:X:")) != -1) {
                 switch (opt) {
                 case 'b': set(conf, "bootstrap.servers", optarg); break;
                 case 't': topic = optarg; break;
                 case 's': size = (size_t)atol(optarg); break;
                 case 'r': rate = atof(optarg); break;
                 case 'A': out = optarg; break;
+                case 'S':
+                        if (!(stats_fp = fopen(optarg, "a"))) {
+                                perror(optarg);
+                                return 2;
+                        }
+                        rd_kafka_conf_set_stats_cb(conf, on_stats);
+                        if (rd_kafka_conf_set(conf, "statistics.interval.ms", "5000", err, sizeof(err)) !=
+                            RD_KAFKA_CONF_OK) {
+                                fprintf(stderr, "%s\n", err);
+                                return 2;
+                        }
+                        break;
                 case 'X': {
                         char *eq = strchr(optarg, '=');
                         if (!eq) {
