@@ -201,7 +201,10 @@ class Segment:
         self._fsync_log()
         self.offset_index.flush()
         self.time_index.flush()
-        self._append_fd = None  # the descriptor stays open as the reader
+        self._append_fd = None
+        # Reopened read-only on the next read: a sealed segment nobody reads holds no descriptor (a
+        # FileSlice in flight keeps the old file object, closed by its last holder).
+        self._reader = None
         self.offset_index.close()
         self.time_index.close()
 

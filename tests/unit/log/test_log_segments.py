@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 from pathlib import Path
 
@@ -127,3 +129,31 @@ def test_roll_when_relative_offsets_would_overflow(tmp_path: Path) -> None:
     log2.append(make_batch(1, base_offset=far), assign_offsets=False)
     assert _segment_files(tmp_path / "q") == [f"{far:020d}.log"]
     assert (log2.log_start_offset, log2.log_end_offset) == (far, far + 1)
+
+
+def _open_files_under(path: Path) -> list[str]:
+    """The files under `path` this process has open (from /proc/self/fd)."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target.startswith(str(path)):
+                out.append(Path(target).name)
+    return sorted(out)
+
+
+def test_a_partition_holds_one_descriptor_its_active_segment(tmp_path: Path) -> None:
+    """Descriptors are what bounds the partitions a broker can host (see max.broker.partitions)."""
+    batch = make_batch(1, value_size=100)
+    log = open_log(tmp_path / "p", segment_bytes=3 * len(batch))
+    for _ in range(20):
+        log.append(batch)
+    assert len(_segment_files(tmp_path / "p")) > 5
+    active = f"{log.log_end_offset - 2:020d}.log"  # the last two batches went to the newest segment
+    assert _open_files_under(tmp_path) == [active]
+    s = log.read(0, 1 << 20)  # a sealed segment is opened when read, and stays open for the next reads
+    assert s is not None and s.read()
+    assert _open_files_under(tmp_path) == sorted([active, f"{0:020d}.log"])
+    log.close()
+    del s
+    assert _open_files_under(tmp_path) == []
