@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,7 @@ from .controller import Controller
 from .follower import LeaderFetcher, Throttle
 from .inter_broker import peer_security
 from .partition import Partition, PartitionRole, now_ms
-from .partition_budget import check_budget, replicas_per_broker
+from .partition_budget import check_cluster_budget
 from .topics import TopicMeta
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 
 _ISR_CHECK_S = 0.25
 _PID_BLOCK = 1000
+_OPEN_AT_ONCE = 64  # new logs opened between two turns of the event loop
 
 
 def topic_meta(rec: TopicRecord) -> TopicMeta:
@@ -244,7 +245,7 @@ class ClusterNode:
             assignment = manual if manual is not None else assign_replicas(racks, n, rf)
         except PlacementError as e:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        self._check_budget(name, assignment)
+        check_cluster_budget(name, assignment, self.topics, self.reassignments, self.live)
         rec = TopicRecord.new(name, assignment, {k: v for k, v in configs.items() if v is not None})
         if validate_only:
             return topic_meta(rec)
@@ -260,14 +261,6 @@ class ClusterNode:
         await self.wait_until(lambda: all((name, i) in self.states for i in range(n)))
         log.info("created topic %s: %d partitions, replication factor %d", name, n, rf)
         return topic_meta(created)
-
-    def _check_budget(self, topic: str, adding: Sequence[Sequence[int]]) -> None:
-        hosted = replicas_per_broker(rec.assignment for rec in self.topics.values())
-        for (t, i), moving in self.reassignments.items():  # replicas being added elsewhere count too
-            rec = self.topics.get(t)
-            if rec is not None and i < rec.partitions:
-                hosted.update(b for b in moving.target if b not in rec.assignment[i])
-        check_budget(topic, hosted, adding, {b: info.max_partitions for b, info in self.live.items()})
 
     async def delete_topic(self, name: str) -> TopicMeta:
         rec = self.topics.get(name)
@@ -287,7 +280,7 @@ class ClusterNode:
             extra = manual or assign_replicas(racks, count, rec.replication_factor)[rec.partitions :]
         except PlacementError as e:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        self._check_budget(name, extra)
+        check_cluster_budget(name, extra, self.topics, self.reassignments, self.live)
         if validate_only:
             return
         updated = replace(rec, assignment=rec.assignment + tuple(tuple(r) for r in extra))
@@ -367,7 +360,8 @@ class ClusterNode:
         unknown = [b for b in target if b not in self.live]
         if unknown:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not live")
-        self._check_budget(topic, [[b for b in target if b not in rec.assignment[partition]]])
+        adding = [[b for b in target if b not in rec.assignment[partition]]]
+        check_cluster_budget(topic, adding, self.topics, self.reassignments, self.live)
         await self.store.put_reassignment(topic, partition, target)
 
     # -- the view ----------------------------------------------------------------------------------
@@ -394,7 +388,11 @@ class ClusterNode:
             try:
                 async with self.store.watch(snap) as events:
                     async for ev in events:
-                        self._apply_event(ev)
+                        if isinstance(ev, TopicCreated | TopicChanged):
+                            self.topics[ev.topic.name] = ev.topic
+                            await self._apply_topic_stepwise(ev.topic)
+                        else:
+                            self._apply_event(ev)
                         async with self._changed:
                             self.revision = max(self.revision, ev.revision)
                             self._changed.notify_all()
@@ -419,9 +417,6 @@ class ClusterNode:
             self._refresh_fetchers()
         elif isinstance(ev, ControllerChanged):
             self.controller = ev.controller
-        elif isinstance(ev, TopicCreated | TopicChanged):
-            self.topics[ev.topic.name] = ev.topic
-            self._apply_topic(ev.topic)
         elif isinstance(ev, TopicDeleted):
             self.topics.pop(ev.name, None)
             for key in [k for k in self.states if k[0] == ev.name]:
@@ -470,13 +465,34 @@ class ClusterNode:
         return True
 
     def _apply_topic(self, rec: TopicRecord) -> None:
+        local, _ = self._open_replicas(rec)
+        for i in local:
+            self._apply_role(rec.name, i)
+
+    def _open_replicas(
+        self, rec: TopicRecord, max_open: int | None = None, sync: bool = True
+    ) -> tuple[list[int], list[Partition]]:
+        """Open this broker's replicas of a topic (at most `max_open` new ones), close the others: the
+        partition indexes it hosts, and the replicas opened now."""
         local = [i for i, reps in enumerate(rec.assignment) if self.node_id in reps]
         for p in list(self.broker.replicas.partitions()):
             if p.topic == rec.name and p.index not in local:
                 self._unfollow(p)  # moved away by a reassignment
-        self.broker.replicas.apply_topic(topic_meta(rec), local)
-        for i in local:
-            self._apply_role(rec.name, i)
+        return local, self.broker.replicas.apply_topic(topic_meta(rec), local, max_open, sync)
+
+    async def _apply_topic_stepwise(self, rec: TopicRecord) -> None:
+        # A topic of thousands of partitions takes seconds to open, mostly fsyncs of new directories: the
+        # loop opens a few dozen at a time and the fsyncs run in a thread, so the lease keep-alive and
+        # requests go on (the partitions answer NOT_LEADER_OR_FOLLOWER until their roles are applied).
+        while True:
+            _, opened = self._open_replicas(rec, _OPEN_AT_ONCE, sync=False)
+            try:
+                await asyncio.to_thread(self.broker.replicas.sync_dirs, opened)
+            except OSError as e:
+                self.broker.replicas.log_dir.fail(f"syncing new directories of {rec.name}", e)
+            if len(opened) < _OPEN_AT_ONCE:
+                break
+        self._apply_topic(rec)  # all open: applies the roles
 
     def _apply_role(self, topic: str, index: int) -> None:
         p = self.broker.replicas.local_partition(topic, index)

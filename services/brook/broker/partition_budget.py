@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
+from brook.metadata import BrokerInfo, Reassignment, TopicRecord
 from brook.protocol.errors import ErrorCode, KafkaError
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -54,3 +55,19 @@ def check_budget(
                 f"past its max.broker.partitions of {budget}; raise its open-file limit (each replica "
                 "keeps a file open) or --max-broker-partitions, add brokers, or use fewer partitions",
             )
+
+
+def check_cluster_budget(
+    topic: str,
+    adding: Sequence[Sequence[int]],
+    topics: Mapping[str, TopicRecord],
+    reassignments: Mapping[tuple[str, int], Reassignment],
+    live: Mapping[int, BrokerInfo],
+) -> None:
+    """check_budget over a cluster's view: replicas being added by reassignments in progress count."""
+    hosted = replicas_per_broker(rec.assignment for rec in topics.values())
+    for (t, i), moving in reassignments.items():
+        rec = topics.get(t)
+        if rec is not None and i < rec.partitions:
+            hosted.update(b for b in moving.target if b not in rec.assignment[i])
+    check_budget(topic, hosted, adding, {b: info.max_partitions for b, info in live.items()})

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from brook.config import TopicConfig, validate_topic_config
 from brook.log import LogDirHealth, PartitionLog
+from brook.log.checkpoint import fsync_dir
 from brook.protocol.errors import ErrorCode, KafkaError
 
 from .partition import Partition
@@ -168,21 +169,31 @@ class ReplicaManager:
                 raise KafkaError(ErrorCode.INVALID_CONFIG, err)
         return n, rf
 
-    def apply_topic(self, meta: TopicMeta, local: Iterable[int] | None = None) -> list[Partition]:
+    def apply_topic(
+        self,
+        meta: TopicMeta,
+        local: Iterable[int] | None = None,
+        max_open: int | None = None,
+        sync: bool = True,
+    ) -> list[Partition]:
         """Make this broker's copy of a topic match `meta`: the partitions in `local` (all when None) are
-        open here, others are closed and their data removed. Returns the partitions opened now."""
+        open here, others are closed and their data removed. Returns the partitions opened now: at most
+        `max_open` (opening a log takes milliseconds; the caller repeats until fewer were opened).
+        sync=False leaves the fsync of new directories to the caller (`sync_dirs`, off the loop)."""
         self._topics[meta.name] = meta
         self._by_id[meta.topic_id] = meta
         self._local[meta.name] = None if local is None else frozenset(local)
         config = self.topic_config(meta)
         wanted = set(range(meta.partitions) if local is None else local)
-        opened = []
+        opened: list[Partition] = []
         for i in sorted(wanted):
             existing = self._partitions.get((meta.name, i))
             if existing is not None:
                 existing.log.update_config(config)
                 continue
-            plog = self._open_log(meta.name, i, config)
+            if max_open is not None and len(opened) >= max_open:
+                continue
+            plog = self._open_log(meta.name, i, config, sync)
             if plog is None:
                 continue  # opened by reopen_logs once the log directory takes writes again
             p = Partition(meta.name, i, plog, self.settings.node_id, local is None, self.isr_due)
@@ -193,14 +204,23 @@ class ReplicaManager:
         self.generation += 1
         return opened
 
-    def _open_log(self, topic: str, index: int, config: TopicConfig) -> PartitionLog | None:
+    def _open_log(self, topic: str, index: int, config: TopicConfig, sync: bool) -> PartitionLog | None:
         """The partition's log, or None while the log directory is offline (opening may fail it)."""
+        directory = self._partition_dir(topic, index)
         try:
-            return PartitionLog.open(self._partition_dir(topic, index), config, health=self.log_dir)
+            return PartitionLog.open(directory, config, health=self.log_dir, sync=sync)
         except KafkaError:
             if self.log_dir.offline:
                 return None
             raise
+
+    def sync_dirs(self, partitions: Iterable[Partition]) -> None:
+        """fsync the directories of partitions opened with sync=False, and the log directory that holds
+        their names. File system calls only, for a worker thread: the caller hands an OSError to
+        `log_dir.fail` on the loop."""
+        dirs = [p.log.directory for p in partitions]
+        for d in [*dirs, self.settings.data_dir] if dirs else []:
+            fsync_dir(d)
 
     def remove_topic(self, name: str) -> TopicMeta | None:
         meta = self._topics.pop(name, None)

@@ -86,14 +86,16 @@ class PartitionLog:
         *,
         clock: Callable[[], int] = wall_clock_ms,
         health: LogDirHealth | None = None,
+        sync: bool = True,
     ) -> PartitionLog:
-        """Open (creating it if missing) and recover the partition directory."""
+        """Open (creating it if missing) and recover the partition directory. sync=False: the caller
+        fsyncs a new directory (and its parent) before using the log."""
         directory = Path(directory)
         health = health if health is not None else LogDirHealth(directory.parent)
         with health.guard("opening", directory.name):
             directory.mkdir(parents=True, exist_ok=True)
             checkpoint = read_log_start_offset(directory)
-            segments = load_segments(directory, config.index_interval_bytes, clock(), checkpoint)
+            segments = load_segments(directory, config.index_interval_bytes, clock(), checkpoint, sync=sync)
             # The checkpoint may lag (a crash between deleting segments and writing it): never below the
             # first segment.
             start = min(max(checkpoint or 0, segments[0].base_offset), segments[-1].next_offset)

@@ -34,7 +34,12 @@ def _remove_leftovers(directory: Path, bases: set[int]) -> None:
 
 
 def load_segments(
-    directory: Path, index_interval_bytes: int, now_ms: int, checkpointed_start: int | None
+    directory: Path,
+    index_interval_bytes: int,
+    now_ms: int,
+    checkpointed_start: int | None,
+    *,
+    sync: bool = True,
 ) -> list[Segment]:
     """The partition's segments, oldest first; the last one is active. Creates the first if there is none."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -52,6 +57,7 @@ def load_segments(
     ]
     if not segments:
         segments.append(Segment.create(directory, checkpointed_start or 0, now_ms))
-        fsync_dir(directory)
+        if sync:
+            fsync_dir(directory)
     segments[-1].activate()
     return segments

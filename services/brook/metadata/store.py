@@ -157,7 +157,17 @@ class EtcdMetadataStore:
             )
             if not r.succeeded:
                 self._check_fence(r, controller_epoch)
-                raise ConflictError(f"topic '{topic.name}': partition states already exist", r.revision)
+                # The controller gives a first state to every partition that has none (it does so for
+                # CreatePartitions), and may have seen the topic before these: write the others alone.
+                for p, state in chunk:
+                    absent = Compare.absent(self.layout.partition(topic.name, p))
+                    r = await self.client.txn(
+                        [absent, *self._fence(controller_epoch)],
+                        self._state_puts(topic.name, [(p, state)], epoch),
+                        self._fence_gets(),
+                    )
+                    if not r.succeeded:
+                        self._check_fence(r, controller_epoch)
         return created
 
     def _state_puts(self, topic: str, states: Sequence[tuple[int, PartitionState]], epoch: int) -> list[Op]:
