@@ -7,9 +7,9 @@
 Starts etcd and 3 brokers (bench/cluster_bench.py's cluster, production timings), then for each
 partition count creates topics (RF=3, at most 500 partitions each) up to that many partitions in all,
 waits for every ISR to be whole and `--settle` seconds more, and measures each broker's utime+stime
-from /proc over `--seconds`. This is the followers' replication fetches (and the leaders' answers) with
-nothing new to fetch, plus the brokers' timers. With `--profile` it also runs `py-spy record` (raw
-collapsed stacks) on broker 0 for the measured period.
+from /proc over `--seconds` (and counts its open files). This is the followers' replication fetches
+(and the leaders' answers) with nothing new to fetch, plus the brokers' timers. With `--profile` it
+also runs `py-spy record` (raw collapsed stacks) on broker 0 for the measured period.
 Raw results go to bench/results/idle_cpu-<time>.json.
 """
 
@@ -83,12 +83,15 @@ def main() -> None:
             if spy is not None:
                 spy.wait(60)
             pct = {b: 100 * (cpu1[b] - cpu0[b]) / wall for b in pids}
+            # Open files bound the partitions a broker can host (max.broker.partitions).
+            fds = {b: len(os.listdir(f"/proc/{pid}/fd")) for b, pid in pids.items()}
             other = max(0.0, 100 * ((busy1 - busy0) - sum(cpu1[b] - cpu0[b] for b in pids)) / wall)
             results.append(
                 {
                     "partitions": total,
                     "create_s": created,
                     "broker_pct": pct,
+                    "broker_open_files": fds,
                     "other_pct": other,
                     "seconds": wall,
                 }
@@ -96,7 +99,8 @@ def main() -> None:
             print(
                 f"{total} partitions RF=3: broker CPU "
                 + " ".join(f"b{b}:{v:.1f}%" for b, v in sorted(pct.items()))
-                + f"; other {other:.0f}%; created in {created:.1f} s",
+                + f"; other {other:.0f}%; created in {created:.1f} s; open files "
+                + " ".join(f"b{b}:{n}" for b, n in sorted(fds.items())),
                 flush=True,
             )
     except BaseException:
