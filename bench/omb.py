@@ -22,6 +22,11 @@ consumers and the `max` producers, and for a fixed rate bench/c/omb_producer.c (
 that librdkafka), because rdkafka_performance's -r busy-polls between messages less than 1 ms apart.
 Same settings; latencies from their per-record `-A` output.
 
+librdkafka sends one partition per ProduceRequest, and an idempotent producer keeps at most 5 requests
+in flight per broker: with many partitions the records wait in the producer for a turn (librdkafka's
+int_latency, printed for the paced C producers). Kafka's Java client, which OMB uses, puts all the
+partitions a broker leads into one request; `--client aiokafka` does the same in Python.
+
 All processes share this machine's cores with the brokers: the figures say what Brook does on it, not
 what Kafka's own OMB runs (separate client machines) would show.
 """
@@ -94,6 +99,48 @@ def producer_proc(bootstrap: str, rate_bps: float, size: int, until: float, out:
         sent_bytes += size
         p.poll(0)
     p.flush(60)
+    out.put(("p", lat))
+
+
+def aiokafka_producer_proc(bootstrap: str, rate_bps: float, size: int, until: float, out: Any) -> None:
+    """producer_proc with aiokafka (`--client aiokafka`): like Kafka's Java client, and unlike
+    librdkafka, it puts the batches of every partition led by a broker into one ProduceRequest."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    lat: list[tuple[float, float]] = []
+
+    def delivered(sent: int, fut: Any) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            now = time.time_ns()
+            lat.append((now / 1e9, (now - sent) / 1e6))
+
+    async def run() -> None:
+        p = AIOKafkaProducer(
+            bootstrap_servers=bootstrap,
+            acks="all",
+            enable_idempotence=True,
+            linger_ms=1,
+            max_batch_size=1_000_000,
+        )
+        await p.start()
+        pad = os.urandom(max(size - 8, 0))
+        sent_bytes, start = 0, time.monotonic()
+        try:
+            while time.monotonic() < until:
+                due = rate_bps * (time.monotonic() - start) if rate_bps > 0 else sent_bytes + 64 * size
+                while sent_bytes < due:  # what is due this millisecond, then a turn of the loop
+                    now = time.time_ns()
+                    fut = await p.send(TOPIC, _TS.pack(now) + pad, key=random.randbytes(8))
+                    fut.add_done_callback(lambda f, now=now: delivered(now, f))
+                    sent_bytes += size
+                await asyncio.sleep(0.001)
+            await p.flush()
+        finally:
+            await p.stop()
+
+    asyncio.run(run())
     out.put(("p", lat))
 
 
@@ -244,7 +291,11 @@ def run_rate(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: 
     per = (rate * MB / a.producers) if rate else 0.0
     cons = [ctx.Process(target=consumer_proc, args=(bootstrap, until + 2, q)) for _ in range(a.consumers)]
     prods = [
-        ctx.Process(target=producer_proc, args=(bootstrap, per, a.size, until, q)) for _ in range(a.producers)
+        ctx.Process(
+            target=aiokafka_producer_proc if a.client == "aiokafka" else producer_proc,
+            args=(bootstrap, per, a.size, until, q),
+        )
+        for _ in range(a.producers)
     ]
     for pr in cons + prods:
         pr.start()
@@ -352,9 +403,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="10 partitions, 3 s warm-up, 8 s runs")
     ap.add_argument(
         "--client",
-        choices=["python", "c"],
+        choices=["python", "c", "aiokafka"],
         default="python",
-        help="python: confluent-kafka processes; c: librdkafka's C clients (far less client CPU)",
+        help="python: confluent-kafka processes; c: librdkafka's C clients (far less client CPU); aiokafka: "
+        "aiokafka producers (one ProduceRequest per broker for all its partitions, as Java's client), "
+        "confluent-kafka consumers",
     )
     ap.add_argument("--rdkafka-performance", default=str(DEFAULT_PERF), help="its binary, for --client c")
     ap.add_argument(
