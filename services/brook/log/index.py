@@ -19,6 +19,8 @@ from bisect import bisect_left, bisect_right
 from itertools import pairwise
 from pathlib import Path
 
+from brook.log.checkpoint import fsync_dir
+
 OFFSET_ENTRY = struct.Struct(">II")
 TIME_ENTRY = struct.Struct(">qI")
 
@@ -76,6 +78,9 @@ class _IndexFile:
         finally:
             os.close(fd)
         os.replace(tmp, self.path)
+        # The rename too: a sealed segment's index must not fall back to an older file after a crash
+        # (a stale time index would understate the segment's max timestamp, which retention uses).
+        fsync_dir(self.path.parent)
         self._dirty = False
 
     def _truncate_file(self, entries: int) -> None:
