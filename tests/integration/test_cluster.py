@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.cluster import Cluster, eventually
+from tests.support.cluster import Cluster, eventually, wait_for_leaders
 
 pytestmark = pytest.mark.slow
 
@@ -31,6 +31,7 @@ def create(
 ) -> None:
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic(name, partitions, rf, config=config or {})])[name].result(20)
+    wait_for_leaders(c.bootstrap, name)
 
 
 def partition_md(c: Cluster, topic: str, p: int = 0, timeout: float = 30) -> Any:

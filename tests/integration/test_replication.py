@@ -21,7 +21,7 @@ from kafka.record.default_records import DefaultRecordBatch
 
 from tests.integration.test_cluster import Acks
 from tests.support.broker import BrokerProcess
-from tests.support.cluster import Cluster, eventually
+from tests.support.cluster import Cluster, eventually, wait_for_leaders
 from tests.support.raw import RawClient
 
 pytestmark = pytest.mark.slow
@@ -69,6 +69,7 @@ def live_bootstrap(c: Cluster, *exclude: int) -> str:
 def create(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(name, partitions, 3, config=config or {})])[name].result(20)
+    wait_for_leaders(bootstrap, name)
 
 
 def partition_md(bootstrap: str, topic: str, p: int = 0) -> Any:

@@ -126,3 +126,20 @@ def eventually(check: Callable[[], Any], timeout: float = 20.0, what: str = "the
             last = e
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+
+
+def wait_for_leaders(bootstrap: str, topic: str, timeout: float = 30.0) -> None:
+    """Until Metadata lists every partition of `topic` with a leader. Right after CreateTopics a broker
+    may know the topic before its partitions' first states (it opens their logs meanwhile) and answers
+    LEADER_NOT_AVAILABLE for them, as Kafka's brokers do; tests that look up a leader wait for this."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+
+    def ready() -> bool:
+        t = admin.list_topics(topic, timeout=10).topics.get(topic)
+        return bool(t is not None and t.error is None and t.partitions) and all(
+            p.leader >= 0 for p in t.partitions.values()
+        )
+
+    eventually(ready, timeout, f"every partition of {topic} to have a leader")
