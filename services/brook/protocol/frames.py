@@ -86,7 +86,7 @@ def request_frame(
     return struct.pack(">i", len(header) + len(body)) + header + body
 
 
-def parse_response_header(frame: bytes | memoryview, flexible: bool) -> tuple[int, memoryview]:
+def parse_response_header(frame: bytes | bytearray | memoryview, flexible: bool) -> tuple[int, memoryview]:
     """(correlation id, body) of a response frame without its size prefix."""
     r = Reader(frame)
     cid = r.int32()

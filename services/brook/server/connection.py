@@ -26,6 +26,7 @@ from brook.handlers.context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL, THROTT
 from brook.handlers.sasl import SASL_SESSION, legacy_token
 from brook.log.file_slice import FileSlice
 from brook.protocol.fetch import RecordsRef
+from brook.protocol.frame_buffer import FrameBuffer, FrameTooLarge
 from brook.protocol.frames import RequestHeader, parse_request
 from brook.protocol.primitives import CodecError
 from brook.protocol.versions import ApiKey
@@ -42,20 +43,11 @@ Answer = tuple[list[bytes | RecordsRef] | None, int]
 
 _MAX_QUEUED = 64
 _MAX_PIPELINED = 16  # Produce requests appended ahead of their answers
-# Frames up to this size (with their 4-byte size) are received here and copied out; larger ones are received
-# into buffers of their own. Also the most one read takes from the socket for small frames.
-_SCRATCH_BYTES = 64 * 1024
-# A large frame's buffer starts this big and doubles as bytes arrive, so a 4-byte size header alone
-# cannot make the broker allocate up to socket.request.max.bytes.
-_BIG_START_BYTES = 1024 * 1024
 
 
 class Connection(asyncio.BufferedProtocol):
-    """Frames are received straight into their final buffers (BufferedProtocol: no intermediate copies).
-
-    Small frames accumulate in a scratch buffer and are copied out once each; a frame larger than the
-    scratch buffer gets a bytearray of its own that the socket reads into directly, and is queued as is.
-    """
+    """Frames are received straight into their final buffers (BufferedProtocol and FrameBuffer: no
+    intermediate copies)."""
 
     def __init__(
         self,
@@ -69,17 +61,10 @@ class Connection(asyncio.BufferedProtocol):
         self._broker = broker
         self._admit = admit
         self._listener = listener
-        self._max = max_request_bytes
         self._native_sendfile = native_sendfile
         self._on_close = on_close
-        self._scratch = bytearray(_SCRATCH_BYTES)
-        self._scratch_view = memoryview(self._scratch)
-        self._fill = 0  # bytes of the scratch buffer holding received data
-        self._big: bytearray | None = None  # a large frame being received into its own buffer
-        self._big_view = self._scratch_view
-        self._big_fill = 0
-        self._big_size = 0  # the frame's full size (its buffer may still be smaller)
-        self._frames: deque[bytearray] = deque()
+        self._in = FrameBuffer(max_request_bytes)
+        self._frames = self._in.frames
         self._wakeup: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._transport: asyncio.Transport | None = None
@@ -107,76 +92,26 @@ class Connection(asyncio.BufferedProtocol):
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return self._big_view[self._big_fill :]
-        return self._scratch_view[self._fill :]
+        return self._in.view()
 
     def buffer_updated(self, nbytes: int) -> None:
-        big = self._big
-        if big is not None:
-            self._big_fill += nbytes
-            if self._big_fill < self._big_size:
-                if self._big_fill == len(big):  # full but the frame is not: grow (memory follows data)
-                    # A new buffer, not a resize: the transport still holds a view of this one.
-                    grown = bytearray(min(2 * len(big), self._big_size))
-                    grown[: len(big)] = big
-                    self._big = grown
-                    self._big_view = memoryview(grown)
-                return
-            self._frames.append(big)
-            self._big = None
-            self._big_view = self._scratch_view
-        else:
-            self._fill += nbytes
-            if not self._split_frames():
-                return
+        try:
+            self._in.received(nbytes)
+        except FrameTooLarge as e:
+            log.warning(
+                "%s: request of %d bytes exceeds socket.request.max.bytes=%d; closing",
+                self.peer,
+                e.size,
+                e.limit,
+            )
+            self.close()
+            return
         if self._frames:
             if self._wakeup is not None and not self._wakeup.done():
                 self._wakeup.set_result(None)
             if len(self._frames) >= _MAX_QUEUED and self._transport and not self._reading_paused:
                 self._reading_paused = True
                 self._transport.pause_reading()
-
-    def _split_frames(self) -> bool:
-        """Queue the scratch buffer's complete frames; start a large frame's own buffer. False: closed."""
-        view = self._scratch_view
-        fill = self._fill
-        pos = 0
-        while fill - pos >= 4:
-            size = int.from_bytes(view[pos : pos + 4], "big", signed=True)
-            if size < 0 or size > self._max:
-                log.warning(
-                    "%s: request of %d bytes exceeds socket.request.max.bytes=%d; closing",
-                    self.peer,
-                    size,
-                    self._max,
-                )
-                self._fill = 0
-                self.close()
-                return False
-            start = pos + 4
-            if fill - start >= size:
-                # Writable: a Produce request's batches get their offsets in this buffer (no second copy).
-                self._frames.append(bytearray(view[start : start + size]))
-                pos = start + size
-                continue
-            if 4 + size > len(view):
-                # Too large for the scratch buffer: receive the rest of it straight into its own buffer.
-                have = fill - start
-                frame = bytearray(min(size, max(_BIG_START_BYTES, have)))
-                frame[:have] = view[start:fill]
-                self._big = frame
-                self._big_view = memoryview(frame)
-                self._big_fill = have
-                self._big_size = size
-                pos = fill
-            break
-        if pos:
-            rest = fill - pos
-            if rest:
-                view[:rest] = view[pos:fill]  # a partial frame header or frame: move it to the front
-            self._fill = rest
-        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
