@@ -1,22 +1,95 @@
 """A connection from this broker to another one (the follower's link to its leader).
 
 Requests go one at a time (Kafka brokers answer a connection in order anyway); a lost connection is
-reported to the caller, which reconnects after a back-off.
+reported to the caller, which reconnects after a back-off. Responses are received straight into their
+own buffers (a BufferedProtocol with the server's FrameBuffer): a follower's fetch responses carry every
+replicated byte, which a stream reader would copy twice more (measured: 15 % of a broker's CPU at
+160 MB/s, RF=3).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
-import struct
 from collections.abc import Awaitable, Callable
+from typing import cast
 
+from brook.protocol.frame_buffer import FrameBuffer, FrameTooLarge
 from brook.protocol.frames import parse_response_header, request_frame
 from brook.protocol.versions import response_is_flexible
 
 # Runs on each new connection before it is used (SASL on the inter-broker listener); raises
 # ConnectionError when the other broker refuses it.
 Authenticate = Callable[["PeerConnection"], Awaitable[None]]
+
+_MAX_RESPONSE_BYTES = 2**31 - 1
+# A response up to this size gets its whole buffer at once (a fetch response is bounded by the
+# follower's own max_bytes); a larger one's grows with the bytes that arrive, not with its header.
+_WHOLE_RESPONSE_BYTES = 64 * 1024 * 1024
+
+
+class _Responses(asyncio.BufferedProtocol):
+    """Response frames as they complete; the connection's end (or a broken frame) as an error."""
+
+    def __init__(self, where: str) -> None:
+        self._where = where
+        self.buffer = FrameBuffer(_MAX_RESPONSE_BYTES, big_start_bytes=_WHOLE_RESPONSE_BYTES)
+        self.transport: asyncio.Transport | None = None
+        self.error: ConnectionError | None = None
+        self._arrived: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.buffer.view()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        try:
+            self.buffer.received(nbytes)
+        except FrameTooLarge as e:
+            self._fail(ConnectionError(f"broker {self._where} sent a broken frame: {e}"))
+            if self.transport is not None:
+                self.transport.abort()
+            return
+        if self.buffer.frames and self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(ConnectionError(f"lost connection to broker {self._where}: {exc or 'closed'}"))
+
+    def _fail(self, error: ConnectionError) -> None:
+        if self.error is None:
+            self.error = error
+        for waiter in (self._arrived, self._drained):
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    async def drain(self) -> None:
+        if self._drained is not None and self.error is None:
+            await self._drained
+        if self.error is not None:
+            raise self.error
+
+    async def next_frame(self) -> bytearray:
+        while not self.buffer.frames:
+            if self.error is not None:
+                raise self.error
+            self._arrived = asyncio.get_running_loop().create_future()
+            try:
+                await self._arrived
+            finally:
+                self._arrived = None
+        return self.buffer.frames.popleft()
 
 
 class PeerConnection:
@@ -34,16 +107,17 @@ class PeerConnection:
         self._authenticate = authenticate
         self._client_id = client_id
         self._timeout = timeout_s
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._proto: _Responses | None = None
         self._cid = 0
 
     async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        where = f"{self.host}:{self.port}"
         async with asyncio.timeout(self._timeout):  # (asyncio.wait_for can swallow a cancel on 3.11)
-            self._reader, self._writer = await asyncio.open_connection(
+            _, self._proto = await loop.create_connection(
+                lambda: _Responses(where),
                 self.host,
                 self.port,
-                limit=64 * 1024 * 1024,
                 ssl=self._ssl,
                 server_hostname=self.host if self._ssl is not None else None,
             )
@@ -56,21 +130,29 @@ class PeerConnection:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        proto = self._proto
+        return (
+            proto is not None
+            and proto.error is None
+            and proto.transport is not None
+            and not proto.transport.is_closing()
+        )
 
     async def request(self, api_key: int, version: int, body: bytes) -> memoryview:
         """Send one request and return the response body; ConnectionError/TimeoutError when it fails."""
-        if self._reader is None or self._writer is None:
+        if self._proto is None:
             await self.connect()
-        assert self._reader is not None and self._writer is not None
+        proto = self._proto
+        assert proto is not None and proto.transport is not None
         self._cid = (self._cid + 1) & 0x7FFFFFFF
-        self._writer.write(request_frame(api_key, version, self._cid, self._client_id, body))
         try:
-            await self._writer.drain()
+            if proto.error is not None:
+                raise proto.error
+            proto.transport.write(request_frame(api_key, version, self._cid, self._client_id, body))
+            await proto.drain()
             async with asyncio.timeout(self._timeout):
-                size = struct.unpack(">i", await self._reader.readexactly(4))[0]
-                frame = await self._reader.readexactly(size)
-        except (asyncio.IncompleteReadError, OSError, TimeoutError) as e:
+                frame = await proto.next_frame()
+        except (OSError, TimeoutError) as e:  # ConnectionError is an OSError
             self.close()
             raise ConnectionError(f"lost connection to broker {self.host}:{self.port}: {e!r}") from e
         cid, resp = parse_response_header(frame, response_is_flexible(api_key, version))
@@ -80,6 +162,6 @@ class PeerConnection:
         return resp
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._proto is not None and self._proto.transport is not None:
+            self._proto.transport.close()
+        self._proto = None
