@@ -486,6 +486,8 @@ class ClusterNode:
         # requests go on (the partitions answer NOT_LEADER_OR_FOLLOWER until their roles are applied).
         while True:
             _, opened = self._open_replicas(rec, _OPEN_AT_ONCE, sync=False)
+            if not opened:  # nothing new here (a config change, another broker's partitions): no yield
+                break
             try:
                 await asyncio.to_thread(self.broker.replicas.sync_dirs, opened)
             except OSError as e:
