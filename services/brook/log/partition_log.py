@@ -264,14 +264,14 @@ class PartitionLog:
         i = self._segment_index(offset)
         found = None
         while i < len(segments):
-            found = segments[i].find_batch(offset)
+            found = segments[i].locate(offset)
             if found is not None:
                 break
             i += 1  # `offset` is past this segment's last batch: the next segment starts after it
         if found is None:
             return None
         segment = segments[i]
-        start, header = found
+        start, first_size = found
         end = segment.size
         if max_offset is not None:
             upper = segments[i + 1].base_offset if i + 1 < len(segments) else segment.next_offset
@@ -279,7 +279,7 @@ class PartitionLog:
                 bound = segment.position_of(max_offset, start)
                 if bound is not None:
                     end = bound
-        want = max(max_bytes, header.size) if min_one else max_bytes
+        want = max(max_bytes, first_size) if min_one else max_bytes
         end = min(end, start + max(want, 0))
         if end <= start:
             return None

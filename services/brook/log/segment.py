@@ -40,6 +40,10 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int
 
 
+# Tail readers are a few batches behind; ~10 KB per partition at most (4,500 partitions: 45 MB).
+_RECENT_BATCHES = 64
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
@@ -79,6 +83,10 @@ class Segment:
         self._tail_known = size == 0
         self._append_fd: int | None = None
         self._reader: SegmentFile | None = None
+        # Base offset -> (position, size) of the batches appended since the segment became active: a
+        # reader at the tail (followers, caught-up consumers) asks for exactly these offsets, and finds
+        # them without reading batch headers from the file. Cleared when it grows past _RECENT_BATCHES.
+        self._recent: dict[int, tuple[int, int]] = {}
 
     # ---- creation and loading
 
@@ -202,6 +210,7 @@ class Segment:
         self.offset_index.flush()
         self.time_index.flush()
         self._append_fd = None
+        self._recent.clear()
         # Reopened read-only on the next read: a sealed segment nobody reads holds no descriptor (a
         # FileSlice in flight keeps the old file object, closed by its last holder).
         self._reader = None
@@ -228,7 +237,11 @@ class Segment:
             raise  # the log directory's guard takes the directory offline
         self.size = start + len(view)
         self.next_offset = batches[-1][2] + 1
+        recent = self._recent
+        if len(recent) > _RECENT_BATCHES:
+            recent.clear()
         for pos, base_offset, _last, size, max_ts in batches:
+            recent[base_offset] = (start + pos, size)
             self._index_batch(start + pos, base_offset, size, max_ts, index_interval_bytes)
 
     def _index_batch(
@@ -272,6 +285,14 @@ class Segment:
     def fd(self) -> int:
         return self.reader.fileno()
 
+    def locate(self, offset: int) -> tuple[int, int] | None:
+        """(position, size) of the first batch whose last offset is >= `offset`."""
+        hint = self._recent.get(offset)
+        if hint is not None:
+            return hint
+        found = self.find_batch(offset)
+        return None if found is None else (found[0], found[1].size)
+
     def find_batch(self, offset: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch whose last offset is >= `offset`."""
         for pos, h in iter_batches(self.fd, self.offset_index.lookup(offset), self.size):
@@ -281,6 +302,9 @@ class Segment:
 
     def position_of(self, offset: int, start: int) -> int | None:
         """Position of the first batch at or after `start` whose base offset is >= `offset`."""
+        hint = self._recent.get(offset)
+        if hint is not None and hint[0] >= start:
+            return hint[0]
         for pos, h in iter_batches(self.fd, max(start, self.offset_index.lookup(offset)), self.size):
             if h.base_offset >= offset:
                 return pos
@@ -341,6 +365,7 @@ class Segment:
 
     def truncate_to(self, offset: int) -> None:
         """Drop the batch containing `offset` and everything after it."""
+        self._recent.clear()
         found = self.find_batch(offset)
         if found is None:
             return
@@ -358,6 +383,7 @@ class Segment:
     def release(self) -> None:
         """Stop appending and drop the reader (closed by its last holder: see SegmentFile)."""
         self._append_fd = None
+        self._recent.clear()
         self.offset_index.close()
         self.time_index.close()
         self._reader = None

@@ -157,3 +157,42 @@ def test_a_partition_holds_one_descriptor_its_active_segment(tmp_path: Path) -> 
     log.close()
     del s
     assert _open_files_under(tmp_path) == []
+
+
+def test_tail_reads_agree_with_the_file_after_appends_truncations_and_rolls(tmp_path: Path) -> None:
+    """The active segment finds recently appended batches without reading headers: each read must be
+    the file range a scan of the headers gives, also once a truncation has put other batches at the
+    same offsets."""
+    rng = random.Random(11)
+    log = open_log(tmp_path / "p", segment_bytes=20_000, index_interval_bytes=500)
+
+    def scanned(offset: int, max_offset: int | None) -> tuple[int, int] | None:
+        hints = [(seg, seg._recent) for seg in log._segments]
+        for seg, _ in hints:
+            seg._recent = {}
+        try:
+            s = log.read(offset, 1_000_000, max_offset=max_offset)
+        finally:
+            for seg, recent in hints:
+                seg._recent = recent
+        return None if s is None else (s.position, s.size)
+
+    def check(offset: int, max_offset: int | None) -> None:
+        s = log.read(offset, 1_000_000, max_offset=max_offset)
+        assert (None if s is None else (s.position, s.size)) == scanned(offset, max_offset)
+        if s is not None:
+            h = parse_header(s.read(), 0)
+            assert h.base_offset <= offset <= h.last_offset
+
+    hits = 0
+    for step in range(400):
+        r = log.append(make_batch(rng.randint(1, 4), value_size=rng.randint(0, 80)))
+        end = log.log_end_offset
+        hits += r.base_offset in log._segments[-1]._recent
+        for offset in {r.base_offset, max(log.log_start_offset, r.base_offset - 3), end}:
+            check(offset, None)
+            check(offset, r.base_offset)
+        if step % 37 == 36:  # a follower's truncation: the same offsets get other batches next
+            log.truncate_to(max(log.log_start_offset, end - rng.randint(1, 6)))
+            assert log.log_end_offset <= end
+    assert hits > 300  # the reads above went through the hints
