@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/omb.py [--partitions 100] [--rates 5,20,50,max] [--producers 2]
         [--consumers 2] [--size 1024] [--warmup 10] [--duration 30] [--bootstrap HOST:PORT] [--quick]
-        [--client python|c]
+        [--client python|c|go|aiokafka]
 
 The workload of OMB's Kafka driver: one topic with P partitions, RF=3, min.insync.replicas=2, acks=all,
 idempotent producers (linger.ms=1, batch.size=1 MB), 1 KiB records with random keys, several producer
@@ -25,7 +25,10 @@ Same settings; latencies from their per-record `-A` output.
 librdkafka sends one partition per ProduceRequest, and an idempotent producer keeps at most 5 requests
 in flight per broker: with many partitions the records wait in the producer for a turn (librdkafka's
 int_latency, printed for the paced C producers). Kafka's Java client, which OMB uses, puts all the
-partitions a broker leads into one request; `--client aiokafka` does the same in Python.
+partitions a broker leads into one request; `--client aiokafka` does the same in Python, and `--client go`
+with little CPU: its producers are bench/go/omb_producer.go (Go's Sarama client, built here with Debian's
+packages, which it installs if missing), the consumers rdkafka_performance as for `--client c`. Sarama
+keeps one request in flight per broker; `max` runs the same producer with no pace.
 
 All processes share this machine's cores with the brokers: the figures say what Brook does on it, not
 what Kafka's own OMB runs (separate client machines) would show.
@@ -180,6 +183,9 @@ def c_clients(
     end-to-end latency (consumer), in µs, one per line in arrival order. Keyless records with sticky
     partitioning off go to a random partition each, as OMB's random keys do."""
     common = ["-t", TOPIC, "-b", bootstrap, "-l", "-q"]
+    paced: Path | None = go_producer() if a.client == "go" else None
+    if a.client == "c" and rate:
+        paced = paced_producer(perf)
     procs: list[subprocess.Popen[bytes]] = []
     pub_files: list[Path] = []
     e2e_files: list[Path] = []
@@ -190,15 +196,20 @@ def c_clients(
                "-X", "auto.offset.reset=latest", "-X", "fetch.wait.max.ms=100"]  # fmt: skip
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     per_msgs = int(rate * MB / a.size / a.producers) if rate else 0
+    if a.client == "go" and not rate:
+        per_msgs = 10**9  # no pace: Sarama's channels hold the producer back
     for i in range(a.producers):
         f = work / f"pub-{i}.txt"
         pub_files.append(f)
-        if per_msgs:
-            cmd = [str(paced_producer(perf)), "-b", bootstrap, "-t", TOPIC, "-s", str(a.size),
-                   "-r", str(per_msgs), "-A", str(f), "-S", str(work / f"stats-{i}.jsonl")]  # fmt: skip
+        if paced is not None:
+            cmd = [str(paced), "-b", bootstrap, "-t", TOPIC, "-s", str(a.size), "-r", str(per_msgs),
+                   "-A", str(f)]  # fmt: skip
+            if a.client == "c":
+                cmd += ["-S", str(work / f"stats-{i}.jsonl")]
             for kv in a.producer_config:
                 cmd += ["-X", kv]
-            procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            with open(work / f"producer-{i}.err", "wb") as err:  # its last line: produced, delivered
+                procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err))
             continue
         cmd = [str(perf), "-P", *common, "-A", str(f), "-s", str(a.size), "-a", "-1",
                "-X", "enable.idempotence=true", "-X", "linger.ms=1", "-X", "batch.size=1000000",
@@ -222,6 +233,32 @@ def paced_producer(perf: Path) -> Path:
              f"-Wl,-rpath,{src}"],
             check=True,
         )  # fmt: skip
+    return out
+
+
+GO_SOURCE = REPO / "bench" / "go" / "omb_producer.go"
+SARAMA = Path("/usr/share/gocode/src/github.com/Shopify/sarama")
+GO_PACKAGES = ["golang-go", "golang-github-shopify-sarama-dev"]
+
+
+def go_producer() -> Path:
+    """bench/go/omb_producer.go compiled (GOPATH mode, offline) against Debian's Sarama 1.22.1, whose
+    packages are installed first if `go` or its source is missing."""
+    out = Path.home() / ".cache" / "brook-bench" / "omb_producer_go"
+    if out.exists() and out.stat().st_mtime >= GO_SOURCE.stat().st_mtime:
+        return out
+    if shutil.which("go") is None or not SARAMA.is_dir():
+        print(f"installing {' '.join(GO_PACKAGES)} (apt-get) for the Go producer", flush=True)
+        apt = ["apt-get", "install", "-y", "-q", *GO_PACKAGES]
+        subprocess.run(apt, check=True, stdout=subprocess.DEVNULL)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cache = str(out.parent / "gocache")
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOCACHE": cache}
+    built = subprocess.run(
+        ["go", "build", "-o", str(out), str(GO_SOURCE)], env=env, cwd=GO_SOURCE.parent, capture_output=True
+    )
+    if built.returncode != 0:
+        sys.exit(f"building {GO_SOURCE} failed:\n{built.stderr.decode()}")
     return out
 
 
@@ -278,10 +315,12 @@ class Result:
     # 5-second windows after the warm-up: rtt (request sent -> answer), int_latency (record queued
     # in the producer before it goes into a request), outbuf_latency (request waiting to be sent).
     producer_windows: dict[str, dict[str, float]] | None = None
+    # Paced C or Go producers: the last line each wrote ("produced N, delivered M, failed F, ...").
+    producer_reports: list[str] | None = None
 
 
 def run_rate(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: float | None) -> Result:
-    if a.client == "c":
+    if a.client in ("c", "go"):
         return run_rate_c(bootstrap, pids, a, rate)
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
@@ -347,6 +386,8 @@ def run_rate_c(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate
         e2e = measured_part(e2e_files, skip)
         r = summarize(rate, a, pub, e2e, len(pub), seconds, cpu0, cpu1, busy1 - busy0)
         r.producer_windows = producer_windows(sorted(work.glob("stats-*.jsonl")), skip)
+        reports = [f.read_text().strip().splitlines() for f in sorted(work.glob("producer-*.err"))]
+        r.producer_reports = [lines[-1] if lines else "(nothing)" for lines in reports] or None
         return r
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -403,25 +444,30 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="10 partitions, 3 s warm-up, 8 s runs")
     ap.add_argument(
         "--client",
-        choices=["python", "c", "aiokafka"],
+        choices=["python", "c", "go", "aiokafka"],
         default="python",
-        help="python: confluent-kafka processes; c: librdkafka's C clients (far less client CPU); aiokafka: "
-        "aiokafka producers (one ProduceRequest per broker for all its partitions, as Java's client), "
+        help="python: confluent-kafka processes; c: librdkafka's C clients (far less client CPU); go: Sarama "
+        "producers (one ProduceRequest per broker for all its partitions, as Java's client; `max`: the same "
+        "producer unpaced) and librdkafka's C consumers; aiokafka: aiokafka producers (as Java's), "
         "confluent-kafka consumers",
     )
-    ap.add_argument("--rdkafka-performance", default=str(DEFAULT_PERF), help="its binary, for --client c")
+    ap.add_argument(
+        "--rdkafka-performance", default=str(DEFAULT_PERF), help="its binary, for --client c and go"
+    )
     ap.add_argument(
         "--producer-config",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="librdkafka settings for the paced C producers on top of OMB's (e.g. enable.idempotence=false)",
+        help="settings for the paced C producers on top of OMB's (librdkafka's, e.g. "
+        "enable.idempotence=false), or the Go ones (linger.ms, batch.size, enable.idempotence, "
+        "max.in.flight.requests.per.connection, acks)",
     )
     a = ap.parse_args()
     a.rates = a.rates or "5,20,50,max"
     if a.quick:
         a.partitions, a.rates, a.warmup, a.duration = 10, "5,max", 3.0, 8.0
-    if a.client == "c" and not Path(a.rdkafka_performance).exists():
+    if a.client in ("c", "go") and not Path(a.rdkafka_performance).exists():
         sys.exit(f"{a.rdkafka_performance} is missing: `scripts/conformance` builds it (see its README)")
     rates = [None if r.strip() == "max" else float(r) for r in a.rates.split(",")]
 
@@ -459,6 +505,8 @@ def main() -> None:
             for b, w in (r.producer_windows or {}).items():
                 print(f"  producers -> {b}, median of 5 s windows, ms: " + ", ".join(
                     f"{k} {v / 1000:.1f}" for k, v in w.items()), flush=True)  # fmt: skip
+            for i, line in enumerate(r.producer_reports or []):
+                print(f"  producer {i}: {line}", flush=True)
     finally:
         if bc is not None:
             bc.stop()
