@@ -73,7 +73,7 @@ class FetchSession:
     bound: dict[Partition, Key] = field(default_factory=dict)
     clock: FetchClock | None = None
     stamp: object = None  # what the last full walk was made under
-    waiters: set[FetchWaiter] = field(default_factory=set)  # the long polls under way
+    waiters: set[FetchWaiter[Partition]] = field(default_factory=set)  # the long polls under way
     _seq: int = 0
 
     def wake(self, p: Partition, data: bool) -> None:

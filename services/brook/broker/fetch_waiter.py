@@ -11,39 +11,51 @@ only).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Hashable
+from typing import Generic, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from .partition import Partition
+P = TypeVar("P", bound=Hashable)
+P_contra = TypeVar("P_contra", contravariant=True)
 
 
-class ChangeListener(Protocol):
+class ChangeListener(Protocol[P_contra]):
     """What a partition tells of its changes: a waiting fetch, a fetch session, a replica fetcher."""
 
-    def wake(self, p: Partition, data: bool) -> None: ...
+    def wake(self, p: P_contra, data: bool) -> None: ...
 
 
-class FetchWaiter:
-    __slots__ = ("_event", "follower", "woken")
+class FetchWaiter(Generic[P]):
+    __slots__ = ("_waiting", "follower", "woken")
 
     def __init__(self, follower: bool) -> None:
         self.follower = follower
-        self.woken: set[Partition] = set()
-        self._event = asyncio.Event()
+        self.woken: set[P] = set()
+        self._waiting: asyncio.Future[None] | None = None
 
-    def wake(self, p: Partition, data: bool) -> None:
+    def wake(self, p: P, data: bool) -> None:
         """`p` changed: new records or a new role (`data`), or only its high watermark."""
         if data or not self.follower:
             self.woken.add(p)
-            self._event.set()
+            waiting = self._waiting
+            if waiting is not None and not waiting.done():
+                waiting.set_result(None)
 
-    async def wait(self, timeout: float) -> set[Partition]:
+    async def wait(self, timeout: float) -> set[P]:
         """The partitions that changed since the last call, waiting up to `timeout` s for one (empty when
-        none did)."""
+        none did). A future and a timer, not wait_for(Event.wait()): that is a task per long poll on 3.11."""
         if not self.woken:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), timeout)
-        self._event.clear()
+            loop = asyncio.get_running_loop()
+            self._waiting = waiting = loop.create_future()
+            timer = loop.call_later(timeout, _expire, waiting)
+            try:
+                await waiting
+            finally:
+                timer.cancel()
+                self._waiting = None
         woken, self.woken = self.woken, set()
         return woken
+
+
+def _expire(waiting: asyncio.Future[None]) -> None:
+    if not waiting.done():
+        waiting.set_result(None)

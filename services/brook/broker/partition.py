@@ -87,7 +87,7 @@ class Partition:
         self._hw_from_leader = False
         self.followers: dict[int, FollowerProgress] = {}
         self._proposed_isr: tuple[int, list[int]] | None = None  # (role version, ISR being written)
-        self._waiters: set[ChangeListener] = set()
+        self._waiters: set[ChangeListener[Partition]] = set()
         # The led partitions whose ISR the ISR loop must look at (shared by the broker's partitions): this
         # one adds itself when its followers' state may call for a change; see isr_settled.
         self._isr_due: set[Partition] = set() if isr_due is None else isr_due
@@ -595,8 +595,8 @@ class Partition:
         for w in self._waiters:
             w.wake(self, data)
 
-    def add_waiter(self, w: ChangeListener) -> None:
+    def add_waiter(self, w: ChangeListener[Partition]) -> None:
         self._waiters.add(w)
 
-    def remove_waiter(self, w: ChangeListener) -> None:
+    def remove_waiter(self, w: ChangeListener[Partition]) -> None:
         self._waiters.discard(w)

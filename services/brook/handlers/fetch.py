@@ -279,7 +279,7 @@ async def handle_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     if not (read.enough or read.redirected or req.max_wait_ms <= 0 or not read.wakeable):
         # Long poll: wait for appends to the watched partitions (a session's: all it has read), reading
         # again only those that changed.
-        waiter = FetchWaiter(follower=role is FOLLOWER)
+        waiter: FetchWaiter[Partition] = FetchWaiter(follower=role is FOLLOWER)
         watched = [] if session is not None else list(read.watched)
         if session is not None:
             session.waiters.add(waiter)
