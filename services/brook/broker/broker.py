@@ -42,7 +42,7 @@ class Broker:
         self.store: MetadataStore | None = None
         if self.cluster is None:
             self.store = store or LocalMetadataStore(settings.data_dir, settings.cluster_id)
-        self.replicas = ReplicaManager(settings, self.store)
+        self.replicas: ReplicaManager = ReplicaManager(settings, self.store)
         self.groups = GroupCoordinator(InternalTopic(self, OFFSETS_TOPIC), settings.groups)
         self.transactions = TransactionCoordinator(
             InternalTopic(self, TXN_STATE_TOPIC),

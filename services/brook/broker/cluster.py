@@ -13,7 +13,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from brook.metadata import (
     NO_LEADER,
@@ -49,17 +49,18 @@ from brook.metadata import (
     TopicRecord,
     assign_replicas,
 )
+from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
 
 from .controller import Controller
+from .fetch_sessions import FetchSessionCache
 from .follower import LeaderFetcher, Throttle
 from .inter_broker import peer_security
 from .partition import Partition, PartitionRole, now_ms
 from .partition_budget import check_cluster_budget
+from .replica_manager import ReplicaManager
+from .settings import BrokerSettings
 from .topics import TopicMeta
-
-if TYPE_CHECKING:
-    from .broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,29 @@ def topic_meta(rec: TopicRecord) -> TopicMeta:
     return TopicMeta(rec.name, rec.topic_id, rec.partitions, rec.replication_factor, dict(rec.configs))
 
 
+class BrokerHost(Protocol):
+    """What a cluster node needs of its broker (brook.broker.broker.Broker): its settings, logs, metrics
+    and fetch sessions, and the hooks through which the cluster's state reaches the broker's rooms."""
+
+    @property
+    def settings(self) -> BrokerSettings: ...
+    @property
+    def partition_budget(self) -> int: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+    def apply_broker_configs(self) -> None: ...
+    def quotas_changed(self) -> None: ...
+    def acls_changed(self) -> None: ...
+    def coordinator_partition_loaded(self, topic: str, index: int) -> None: ...
+    def coordinator_partition_unloaded(self, topic: str, index: int) -> None: ...
+
+
 class ClusterNode:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerHost) -> None:
         self.broker = broker
         self.settings = broker.settings
         self.node_id = broker.settings.node_id
@@ -195,6 +217,10 @@ class ClusterNode:
         ]  # fmt: skip
 
     # -- what handlers ask -------------------------------------------------------------------------
+    @property
+    def topic_defaults(self) -> dict[str, str]:
+        return self.broker.replicas.topic_defaults
+
     @property
     def controller_id(self) -> int:
         return self.controller.broker_id if self.controller is not None else -1

@@ -14,19 +14,22 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from brook.config import TopicConfig
 from brook.metadata import (
     NO_LEADER,
+    BrokerInfo,
     ConflictError,
+    EtcdMetadataStore,
     EtcdUnavailableError,
     FencedError,
     PartitionState,
+    Reassignment,
+    TopicRecord,
 )
 
-if TYPE_CHECKING:
-    from .cluster import ClusterNode
+from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +38,28 @@ _WALK_S = 10.0
 _BATCH = 100
 
 
+class ClusterView(Protocol):
+    """What the controller reads and writes: this broker's view of the cluster (ClusterNode, kept current
+    by its etcd watch) and the store it writes its decisions to."""
+
+    @property
+    def store(self) -> EtcdMetadataStore: ...
+    @property
+    def settings(self) -> BrokerSettings: ...
+    @property
+    def live(self) -> dict[int, BrokerInfo]: ...
+    @property
+    def topics(self) -> dict[str, TopicRecord]: ...
+    @property
+    def states(self) -> dict[tuple[str, int], PartitionState]: ...
+    @property
+    def reassignments(self) -> dict[tuple[str, int], Reassignment]: ...
+    @property
+    def topic_defaults(self) -> dict[str, str]: ...
+
+
 class Controller:
-    def __init__(self, node: ClusterNode, epoch: int) -> None:
+    def __init__(self, node: ClusterView, epoch: int) -> None:
         self.node = node
         self.epoch = epoch
         self._task: asyncio.Task[None] | None = None
@@ -81,7 +104,7 @@ class Controller:
         rec = self.node.topics.get(topic)
         if rec is None:
             return False
-        cfg = TopicConfig.from_strings(rec.configs, self.node.broker.replicas.topic_defaults)
+        cfg = TopicConfig.from_strings(rec.configs, self.node.topic_defaults)
         return cfg.unclean_leader_election_enable
 
     async def reconcile(self) -> None:

@@ -3,20 +3,35 @@ transactions) as each coordinator sees its topic: the partitions this broker lea
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping
+from typing import Protocol
 
 from brook.protocol.batch import LOG_OVERHEAD, peek_offset_and_size
 from brook.protocol.errors import ErrorCode, KafkaError
 
-if TYPE_CHECKING:
-    from .broker import Broker
+from .replica_manager import ReplicaManager
+from .topics import TopicMeta
+
+
+class InternalTopicHost(Protocol):
+    """What a coordinator's topic needs of its broker (brook.broker.broker.Broker)."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
+    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]: ...
+    async def create_topic(
+        self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str | None]
+    ) -> TopicMeta: ...
+    async def append_committed(self, topic: str, index: int, records: memoryview) -> int: ...
 
 _READ_CHUNK = 1024 * 1024
 
 
 class InternalTopic:
-    def __init__(self, broker: Broker, name: str) -> None:
+    def __init__(self, broker: InternalTopicHost, name: str) -> None:
         self._broker = broker
         self.name = name
 

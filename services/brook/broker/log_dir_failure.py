@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.log import LogDirHealth
@@ -36,8 +36,9 @@ from brook.metadata import EtcdUnavailableError, MetadataError
 from brook.protocol.errors import KafkaError
 from brook.transactions import TXN_STATE_TOPIC
 
-if TYPE_CHECKING:
-    from .broker import Broker
+from .cluster import ClusterNode
+from .replica_manager import ReplicaManager
+from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,22 @@ _REJOIN_BACKOFF_S = 1.0
 _STILL_OFFLINE_LOG_S = 60.0  # how often the probe's verdict is logged while offline
 
 
+class LogDirHost(Protocol):
+    """What the handler needs of its broker (brook.broker.broker.Broker): the logs, the cluster
+    membership to leave and rejoin, and the coordinators' partitions to unload and load again."""
+
+    @property
+    def settings(self) -> BrokerSettings: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def cluster(self) -> ClusterNode | None: ...
+    def coordinator_partition_loaded(self, topic: str, index: int) -> None: ...
+    def coordinator_partition_unloaded(self, topic: str, index: int) -> None: ...
+
+
 class LogDirFailureHandler:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: LogDirHost) -> None:
         self._broker = broker
         self._started = False
         self._task: asyncio.Task[None] | None = None

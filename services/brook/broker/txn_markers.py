@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from brook.groups import GroupCoordinator
 from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -15,19 +16,42 @@ from brook.protocol.versions import ApiKey
 from brook.replication.peer import PeerConnection
 
 from .inter_broker import peer_security
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .replica_manager import ReplicaManager
+from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 
 Partition = tuple[str, int]
+
+
+class MarkerHost(Protocol):
+    """What writing markers needs of the broker (brook.broker.broker.Broker): the partitions it leads, where
+    the others' leaders are, and the group coordinator that applies committed offsets."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def settings(self) -> BrokerSettings: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def groups(self) -> GroupCoordinator: ...
+    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]: ...
+    def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None: ...
+
+
 _VERSION = 1
 _MARKER_TIMEOUT_S = 30.0
 
 
 async def write_marker(
-    broker: Broker, topic: str, index: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int
+    broker: MarkerHost,
+    topic: str,
+    index: int,
+    producer_id: int,
+    epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
 ) -> None:
     """Append one marker as the partition's leader and wait for the in-sync replicas (acks=all)."""
     p = broker.replicas.partition(topic, index)
@@ -38,7 +62,7 @@ async def write_marker(
 
 
 class TxnMarkerWriter:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: MarkerHost) -> None:
         self._broker = broker
         self._peers: dict[int, tuple[PeerConnection, asyncio.Lock]] = {}
 
@@ -133,7 +157,12 @@ class TxnMarkerWriter:
 
 
 async def write_local(
-    broker: Broker, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, parts: list[Partition]
+    broker: MarkerHost,
+    producer_id: int,
+    epoch: int,
+    commit: bool,
+    coordinator_epoch: int,
+    parts: list[Partition],
 ) -> dict[Partition, ErrorCode]:
     """Markers to partitions this broker leads, all at once; an error code per partition."""
 
