@@ -14,6 +14,7 @@ from brook.broker.broker import Broker
 from brook.broker.settings import BrokerSettings
 from brook.observability import MetricsServer
 
+from .heap import HeapKeeper
 from .listener import KafkaServer
 from .state_view import BrokerState
 
@@ -39,15 +40,21 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    heap: asyncio.Task[None] | None = None
     try:
         await broker.start()
         await server.start()
         started = True
+        keeper = HeapKeeper()
+        keeper.started()
+        heap = asyncio.create_task(keeper.run(), name="heap-keeper")
         if on_ready is not None:
             on_ready(server)
         await stop.wait()
         log.info("stopping broker %d", settings.node_id)
     finally:
+        if heap is not None:
+            heap.cancel()
         await broker.stop()  # a cluster member hands its leaderships over while still serving
         await server.stop()
         if http is not None:
