@@ -326,6 +326,12 @@ def _topic_defaults(items: list[str]) -> dict[str, str]:
 
 
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
+    for flag, value in (
+        ("--producer-id-expiration-ms", a.producer_id_expiration_ms),
+        ("--producer-id-expiration-check-interval-ms", a.producer_id_expiration_check_interval_ms),
+    ):
+        if value <= 0:
+            _fail(f"{flag} must be positive, got {value}")
     topic_defaults = _topic_defaults(a.topic_default or [])
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)
@@ -345,6 +351,8 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
         max_request_bytes=a.max_request_bytes,
         retention_check_interval_ms=a.retention_check_interval_ms,
         cleaner_backoff_ms=a.log_cleaner_backoff_ms,
+        producer_id_expiration_ms=a.producer_id_expiration_ms,
+        producer_id_expiration_check_interval_ms=a.producer_id_expiration_check_interval_ms,
         log_dir_probe_interval_ms=a.log_dir_probe_interval_ms,
         log_dir_min_free_bytes=a.log_dir_min_free_bytes,
         event_loop=a.event_loop,
@@ -453,6 +461,13 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--log-cleaner-backoff-ms", type=int, default=15_000, help="pause between compaction passes"
     )
+    b.add_argument(
+        "--producer-id-expiration-ms",
+        type=int,
+        default=86_400_000,
+        help="a producer id idle this long (and in no transaction) is forgotten (producer.id.expiration.ms)",
+    )
+    b.add_argument("--producer-id-expiration-check-interval-ms", type=int, default=600_000)
     b.add_argument(
         "--log-dir-probe-interval-ms",
         type=int,

@@ -405,8 +405,9 @@ class Partition:
         result = self.log.append(records, leader_epoch=self.leader_epoch, headers=parsed, in_place=in_place)
         offset = result.base_offset
         now = int(time.time() * 1000)
+        stamped = result.log_append_time if result.log_append_time >= 0 else None
         for h in headers:
-            self.producers.record(h, offset, now_ms=now)
+            self.producers.record(h, offset, now_ms=now, timestamp=stamped)
             offset += h.last_offset_delta + 1
         self._advance_hw()
         self.wake_fetchers()

@@ -8,8 +8,8 @@ next older snapshot, or a full scan). Binary, big-endian, versioned:
     version int16
     epochs  int32 count, then (epoch int32, start offset int64) each
     producers int32 count, then (producer id int64, epoch int16, coordinator epoch int32 (version 2+),
-              batches int8, then (first seq int32, last seq int32, base offset int64, last offset
-              int64) per batch)
+              last timestamp int64 (version 3+), batches int8, then (first seq int32, last seq int32,
+              base offset int64, last offset int64) per batch)
     open transactions int32 count, then (producer id int64, first offset int64, start ms int64) each
 """
 
@@ -21,11 +21,13 @@ from brook.replication.epochs import LeaderEpochCache
 
 from .producer_state import CachedBatch, ProducerEntry, ProducerStateTable
 
-_VERSION = 2  # 2: the producers' coordinator epochs; 1 is still read (epochs unknown: -1)
+# 2: the producers' coordinator epochs; 3: their last timestamps. Older ones are still read (unknown: -1).
+_VERSION = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _EPOCH = struct.Struct(">iq")
-_PRODUCER = struct.Struct(">qhib")
+_PRODUCER = struct.Struct(">qhiqb")
+_PRODUCER_V2 = struct.Struct(">qhib")
 _PRODUCER_V1 = struct.Struct(">qhb")
 _BATCH = struct.Struct(">iiqq")
 _TXN = struct.Struct(">qqq")
@@ -39,7 +41,8 @@ def encode_snapshot(table: ProducerStateTable, epochs: LeaderEpochCache) -> byte
     producers = table.entries()
     out.append(_I32.pack(len(producers)))
     for pid, entry in producers.items():
-        out.append(_PRODUCER.pack(pid, entry.epoch, entry.coordinator_epoch, len(entry.batches)))
+        n = len(entry.batches)
+        out.append(_PRODUCER.pack(pid, entry.epoch, entry.coordinator_epoch, entry.last_timestamp, n))
         out += [_BATCH.pack(b.first_seq, b.last_seq, b.base_offset, b.last_offset) for b in entry.batches]
     ongoing = table.ongoing()
     out.append(_I32.pack(len(ongoing)))
@@ -65,7 +68,7 @@ def _decode(body: bytes) -> tuple[ProducerStateTable, LeaderEpochCache] | None:
         return values
 
     version = take(_I16)[0]
-    if version not in (1, _VERSION):
+    if version not in (1, 2, _VERSION):
         return None
     epochs = LeaderEpochCache()
     for _ in range(take(_I32)[0]):
@@ -73,12 +76,16 @@ def _decode(body: bytes) -> tuple[ProducerStateTable, LeaderEpochCache] | None:
         epochs.assign(epoch, start)
     producers: dict[int, ProducerEntry] = {}
     for _ in range(take(_I32)[0]):
+        coordinator_epoch = last_timestamp = -1
         if version == 1:
             pid, epoch, count = take(_PRODUCER_V1)
-            coordinator_epoch = -1
+        elif version == 2:
+            pid, epoch, coordinator_epoch, count = take(_PRODUCER_V2)
         else:
-            pid, epoch, coordinator_epoch, count = take(_PRODUCER)
-        entry = producers[pid] = ProducerEntry(epoch, coordinator_epoch=coordinator_epoch)
+            pid, epoch, coordinator_epoch, last_timestamp, count = take(_PRODUCER)
+        entry = producers[pid] = ProducerEntry(
+            epoch, coordinator_epoch=coordinator_epoch, last_timestamp=last_timestamp
+        )
         for _ in range(count):
             entry.batches.append(CachedBatch(*take(_BATCH)))
     ongoing: dict[int, int] = {}

@@ -9,6 +9,10 @@ headers after it, or from all of them, so it survives a crash.
 Transactions (KIP-98): a producer's first transactional batch opens its transaction at that offset; a
 COMMIT/ABORT marker (control batch) closes it. The earliest open transaction bounds the last stable
 offset, up to which read_committed consumers read.
+
+A producer idle for producer.id.expiration.ms (by its last batch's timestamp, as Kafka) and with no open
+transaction is forgotten (`expire`), or every producer instance a client ever started would stay in
+memory, in every snapshot and in every start-up for good.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class ProducerEntry:
     batches: deque[CachedBatch] = field(default_factory=lambda: deque(maxlen=CACHED_BATCHES))
     # The newest transaction coordinator epoch of this producer's markers: an older one is fenced.
     coordinator_epoch: int = -1
+    last_timestamp: int = -1  # of its last batch (its max timestamp); -1: unknown (an older snapshot)
 
     @property
     def last_seq(self) -> int:
@@ -123,10 +128,12 @@ class ProducerStateTable:
         control: int = -1,
         now_ms: int = 0,
         coordinator_epoch: int = -1,
+        timestamp: int | None = None,
     ) -> CompletedTxn | None:
         """Remember a batch appended at `base_offset` (its header may still carry the client's offset);
-        `control`: a marker's type, `coordinator_epoch` its coordinator's. Returns the transaction a
-        marker closed."""
+        `control`: a marker's type, `coordinator_epoch` its coordinator's; `timestamp`: the batch's max
+        timestamp when the header's is not it (LogAppendTime). Returns the transaction a marker
+        closed."""
         if h.producer_id == NO_PRODUCER_ID:
             return None
         entry = self._producers.get(h.producer_id)
@@ -136,6 +143,7 @@ class ProducerStateTable:
             entry = self._producers[h.producer_id] = ProducerEntry(h.producer_epoch, coordinator_epoch=known)
             if batches is not None:  # a marker of a bumped epoch: the old sequences stay known
                 entry.batches = batches
+        entry.last_timestamp = h.max_timestamp if timestamp is None else timestamp
         if h.is_control:
             entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
             first = self._ongoing.pop(h.producer_id, None)
@@ -151,6 +159,20 @@ class ProducerStateTable:
                 CachedBatch(h.base_sequence, h.last_sequence, base_offset, base_offset + h.last_offset_delta)
             )
         return None
+
+    def expire(self, now_ms: int, max_idle_ms: int) -> int:
+        """Forget the producers whose last batch is `max_idle_ms` old or older and that have no open
+        transaction (Kafka's producer.id.expiration.ms); returns how many. A producer whose time is
+        unknown starts its clock now."""
+        gone = []
+        for pid, entry in self._producers.items():
+            if entry.last_timestamp < 0:
+                entry.last_timestamp = now_ms
+            elif now_ms - entry.last_timestamp >= max_idle_ms and pid not in self._ongoing:
+                gone.append(pid)
+        for pid in gone:
+            del self._producers[pid]
+        return len(gone)
 
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest open transaction, None when there is none."""

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -59,6 +60,7 @@ class ReplicaManager:
             (s.retention_check_interval_ms, self.apply_retention),
             (s.flush_check_interval_ms, self.flush_due),
             (s.cleaner_backoff_ms, self.compact_due),
+            (s.producer_id_expiration_check_interval_ms, self.expire_producers),
         ):
             self._tasks.append(asyncio.create_task(self._every(interval_ms, fn)))
 
@@ -81,6 +83,18 @@ class ReplicaManager:
                 fn()
             except Exception:
                 log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
+
+    def expire_producers(self) -> None:
+        """Forget, in every partition hosted here, the producers idle for producer.id.expiration.ms."""
+        now = int(time.time() * 1000)
+        max_idle = self.settings.producer_id_expiration_ms
+        gone = sum(p.producers.expire(now, max_idle) for p in self._partitions.values())
+        if gone:
+            log.info(
+                "forgot %d producer ids idle for %d ms or more (producer.id.expiration.ms)",
+                gone,
+                max_idle,
+            )
 
     # -- lookups -----------------------------------------------------------------------------------
     def topics(self) -> dict[str, TopicMeta]:

@@ -36,6 +36,8 @@ class BrokerSettings:
     retention_check_interval_ms: int = 5 * 60 * 1000  # log.retention.check.interval.ms
     flush_check_interval_ms: int = 1000  # log.flush.scheduler.interval.ms
     cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
+    producer_id_expiration_check_interval_ms: int = 600_000  # producer.id.expiration.check.interval.ms
     # An offline log directory (a failed write) is probed this often and comes back once it takes writes
     # with this much space free (Kafka has neither: it needs a restart); -1: only a restart brings it back.
     log_dir_probe_interval_ms: int = 5000

@@ -246,8 +246,8 @@ async def handle_describe_producers(broker: Broker, hdr: RequestHeader) -> Body 
                         "producer_id": pid,
                         "producer_epoch": e.epoch,
                         "last_sequence": e.last_seq,
-                        "last_timestamp": -1,
-                        "coordinator_epoch": -1,
+                        "last_timestamp": e.last_timestamp,
+                        "coordinator_epoch": e.coordinator_epoch,
                         "current_txn_start_offset": ongoing.get(pid, -1),
                     }
                     for pid, e in sorted(p.producers.entries().items())

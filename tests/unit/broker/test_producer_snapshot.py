@@ -4,6 +4,7 @@ with their segments (retention below, truncation above)."""
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -194,3 +195,12 @@ def test_encoding_round_trips_and_rejects_garbage() -> None:
     assert decode_snapshot(body[:-3]) is None
     assert decode_snapshot(body + b"x") is None
     assert decode_snapshot(b"\x00\x09") is None  # an unknown version
+
+
+def test_a_version_2_snapshot_is_read_with_unknown_last_timestamps() -> None:
+    body = struct.pack(">hi", 2, 0) + struct.pack(">i", 1) + struct.pack(">qhib", 4, 1, 3, 1)
+    body += struct.pack(">iiqq", 0, 4, 10, 14) + struct.pack(">i", 0)
+    decoded = decode_snapshot(body)
+    assert decoded is not None
+    entry = decoded[0].entries()[4]
+    assert (entry.epoch, entry.coordinator_epoch, entry.last_timestamp, entry.last_seq) == (1, 3, -1, 4)

@@ -3,6 +3,7 @@ sequences, epochs, duplicates of the last five batches, out-of-order batches, re
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,29 @@ def test_clear_forgets_every_producer() -> None:
     t.clear()
     assert t.check(header(0, 2)) is None  # not a known duplicate any more
     appended(t, header(9), 2)  # and any sequence is accepted again
+
+
+def stamped(seq: int, ts: int, *, pid: int = PID, transactional: bool = False) -> BatchHeader:
+    attributes = 0x10 if transactional else 0  # the transactional bit
+    return replace(header(seq, pid=pid), max_timestamp=ts, attributes=attributes)
+
+
+def test_idle_producers_expire_by_their_last_batch_unless_in_a_transaction() -> None:
+    t = ProducerStateTable()
+    t.record(stamped(0, 1_000), 0)
+    t.record(stamped(1, 5_000), 1)  # the newest batch counts
+    t.record(stamped(0, 1_000, pid=7), 2)
+    t.record(stamped(0, 1_000, pid=8, transactional=True), 3)  # an open transaction
+    t.record(stamped(0, 1_000, pid=9), 4, timestamp=9_000)  # LogAppendTime: the stamped time
+    assert t.expire(now_ms=9_000, max_idle_ms=5_000) == 1
+    assert set(t.entries()) == {PID, 8, 9}
+    assert t.expire(now_ms=10_000, max_idle_ms=5_000) == 1  # idle exactly that long
+    assert set(t.entries()) == {8, 9}
+    assert t.check(header(5)) is None  # forgotten: any sequence again
+    t.entries()[9].last_timestamp = -1  # unknown (an older snapshot): its clock starts now
+    assert t.expire(now_ms=100_000, max_idle_ms=5_000) == 0
+    assert t.expire(now_ms=105_000, max_idle_ms=5_000) == 1
+    assert set(t.entries()) == {8}
 
 
 # -- through the partition: what a Produce request sees ---------------------------------------------

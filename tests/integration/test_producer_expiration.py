@@ -1,0 +1,82 @@
+"""producer.id.expiration.ms: a producer idle that long, with no open transaction, is forgotten by the
+partitions (DescribeProducers no longer lists it); it can go on producing afterwards, and an open
+transaction keeps its producer until it ends."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from kafka import KafkaAdminClient, TopicPartition
+
+from tests.integration.test_clients import confluent_consume, create_topic
+from tests.integration.test_transactions import TXN_ARGS
+from tests.support.broker import BrokerProcess
+
+pytestmark = pytest.mark.slow
+
+EXPIRE_MS = 2000
+ARGS = [
+    *TXN_ARGS,
+    *("--producer-id-expiration-ms", str(EXPIRE_MS)),
+    *("--producer-id-expiration-check-interval-ms", "200"),
+]
+
+
+def producers(admin: KafkaAdminClient, topic: str) -> dict[int, int]:
+    """Producer id -> its open transaction's first offset (-1: none) on partition 0."""
+    state = admin.describe_producers([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+    return {p.producer_id: p.current_transaction_start_offset for p in state.active_producers}
+
+
+def wait_for(check: object, timeout: float = 10.0) -> None:
+    assert callable(check)
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_idle_producers_are_forgotten_but_not_in_a_transaction(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", args=ARGS).start()
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    try:
+        topic = "expiring"
+        create_topic(b.bootstrap, topic, partitions=1)
+        idem = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+        for i in range(10):
+            idem.produce(topic, b"idem-%d" % i, partition=0)
+        assert idem.flush(10) == 0
+        txp = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "exp-txn", "linger.ms": 0})
+        txp.init_transactions(10)
+        txp.begin_transaction()
+        txp.produce(topic, b"in-txn", partition=0)
+        assert txp.flush(10) == 0
+        first = producers(admin, topic)
+        assert len(first) == 2
+        state = admin.describe_producers([TopicPartition(topic, 0)])[TopicPartition(topic, 0)]
+        assert all(abs(p.last_timestamp - time.time() * 1000) < 60_000 for p in state.active_producers)
+        (open_pid,) = [pid for pid, start in first.items() if start >= 0]
+
+        # The idle idempotent producer goes; the one in a transaction stays however long it is open.
+        wait_for(lambda: set(producers(admin, topic)) == {open_pid})
+        time.sleep(2 * EXPIRE_MS / 1000)
+        assert set(producers(admin, topic)) == {open_pid}
+
+        # Forgotten is not fenced: the idempotent producer goes on (any sequence of an unknown producer
+        # is accepted), and is known again.
+        for i in range(10, 20):
+            idem.produce(topic, b"idem-%d" % i, partition=0)
+        assert idem.flush(10) == 0
+        assert len(producers(admin, topic)) == 2
+
+        # Once its transaction ends, the transactional producer ages like any other.
+        txp.commit_transaction(10)
+        wait_for(lambda: open_pid not in producers(admin, topic))
+        values = [v for *_, v, _ in confluent_consume(b.bootstrap, topic, 1, 21)]
+        assert sorted(values) == sorted([b"idem-%d" % i for i in range(20)] + [b"in-txn"])
+    finally:
+        admin.close()
+        b.stop()
