@@ -329,6 +329,11 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
     for flag, value in (
         ("--producer-id-expiration-ms", a.producer_id_expiration_ms),
         ("--producer-id-expiration-check-interval-ms", a.producer_id_expiration_check_interval_ms),
+        ("--transactional-id-expiration-ms", a.transactional_id_expiration_ms),
+        (
+            "--transaction-remove-expired-transaction-cleanup-interval-ms",
+            a.transaction_remove_expired_transaction_cleanup_interval_ms,
+        ),
     ):
         if value <= 0:
             _fail(f"{flag} must be positive, got {value}")
@@ -370,6 +375,8 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
             state_log_replication_factor=txn_rf,
             max_timeout_ms=a.transaction_max_timeout_ms,
             abort_check_interval_ms=a.transaction_abort_timed_out_transaction_cleanup_interval_ms,
+            id_expiration_ms=a.transactional_id_expiration_ms,
+            remove_expired_interval_ms=a.transaction_remove_expired_transaction_cleanup_interval_ms,
         ),
         etcd_endpoints=endpoints,
         etcd_auth=_etcd_auth(a),
@@ -516,6 +523,18 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
         type=int,
         default=t.abort_check_interval_ms,
         help="how often transactions open longer than their timeout are aborted",
+    )
+    b.add_argument(
+        "--transactional-id-expiration-ms",
+        type=int,
+        default=t.id_expiration_ms,
+        help="a transactional id unused this long, with no transaction in progress, is forgotten",
+    )
+    b.add_argument(
+        "--transaction-remove-expired-transaction-cleanup-interval-ms",
+        type=int,
+        default=t.remove_expired_interval_ms,
+        help="how often expired transactional ids are looked for",
     )
     b.add_argument("--group-initial-rebalance-delay-ms", type=int, default=g.initial_rebalance_delay_ms)
 

@@ -1,6 +1,12 @@
-"""producer.id.expiration.ms: a producer idle that long, with no open transaction, is forgotten by the
+"""Expiration of idle producers, as Kafka does it.
+
+producer.id.expiration.ms: a producer idle that long, with no open transaction, is forgotten by the
 partitions (DescribeProducers no longer lists it); it can go on producing afterwards, and an open
-transaction keeps its producer until it ends."""
+transaction keeps its producer until it ends.
+
+transactional.id.expiration.ms: a transactional id unused that long with no transaction in progress is
+forgotten by its coordinator (a tombstone in __transaction_state, so a restart does not bring it back);
+the same id can be used again afterwards."""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import TransactionalIdNotFoundError
 
 from tests.integration.test_clients import confluent_consume, create_topic
 from tests.integration.test_transactions import TXN_ARGS
@@ -22,6 +29,8 @@ ARGS = [
     *TXN_ARGS,
     *("--producer-id-expiration-ms", str(EXPIRE_MS)),
     *("--producer-id-expiration-check-interval-ms", "200"),
+    *("--transactional-id-expiration-ms", str(EXPIRE_MS)),
+    *("--transaction-remove-expired-transaction-cleanup-interval-ms", "200"),
 ]
 
 
@@ -77,6 +86,58 @@ def test_idle_producers_are_forgotten_but_not_in_a_transaction(tmp_path: Path) -
         wait_for(lambda: open_pid not in producers(admin, topic))
         values = [v for *_, v, _ in confluent_consume(b.bootstrap, topic, 1, 21)]
         assert sorted(values) == sorted([b"idem-%d" % i for i in range(20)] + [b"in-txn"])
+    finally:
+        admin.close()
+        b.stop()
+
+
+def known(admin: KafkaAdminClient, tid: str) -> bool:
+    try:
+        admin.describe_transactions([tid])
+    except TransactionalIdNotFoundError:
+        return False
+    return True
+
+
+def test_unused_transactional_ids_are_forgotten_for_good_but_not_in_a_transaction(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", args=ARGS).start()
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    try:
+        topic = "txn-expiring"
+        create_topic(b.bootstrap, topic, partitions=1)
+        done = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "done", "linger.ms": 0})
+        done.init_transactions(10)
+        done.begin_transaction()
+        done.produce(topic, b"committed", partition=0)
+        done.commit_transaction(10)
+        open_ = Producer(
+            {"bootstrap.servers": b.bootstrap, "transactional.id": "open", "transaction.timeout.ms": 60_000}
+        )
+        open_.init_transactions(10)
+        open_.begin_transaction()
+        open_.produce(topic, b"pending", partition=0)
+        assert open_.flush(10) == 0
+        assert known(admin, "done") and known(admin, "open")
+        wait_for(lambda: not known(admin, "done"))
+        assert known(admin, "open")  # Ongoing: kept however long it is open
+        open_.commit_transaction(10)
+    finally:
+        admin.close()
+        b.stop()
+
+    # The tombstone holds across a restart; the id starts afresh with a new producer id.
+    b = BrokerProcess(tmp_path / "data", args=ARGS).start()
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    try:
+        assert not known(admin, "done")
+        again = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "done", "linger.ms": 0})
+        again.init_transactions(10)
+        again.begin_transaction()
+        again.produce(topic, b"again", partition=0)
+        again.commit_transaction(10)
+        assert admin.describe_transactions(["done"])["done"].state.name == "COMPLETE_COMMIT"
+        values = {v for *_, v, _ in confluent_consume(b.bootstrap, topic, 1, 3)}
+        assert values == {b"committed", b"pending", b"again"}
     finally:
         admin.close()
         b.stop()

@@ -100,6 +100,18 @@ DEFS: dict[str, BrokerConfigDef] = {
             "how often transactions open longer than their timeout are aborted",
         ),
         _d("transaction.max.timeout.ms", "INT", "900000", "largest transaction.timeout.ms allowed"),
+        _d(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            "INT",
+            "3600000",
+            "how often expired transactional ids are removed",
+        ),
+        _d(
+            "transactional.id.expiration.ms",
+            "INT",
+            "604800000",
+            "a transactional id unused this long is forgotten",
+        ),
         _d("transaction.state.log.num.partitions", "INT", "50", "partitions of __transaction_state"),
         _d(
             "transaction.state.log.replication.factor",
@@ -197,6 +209,10 @@ def static_configs(s: BrokerSettings) -> dict[str, str]:
         "transaction.state.log.num.partitions": str(s.transactions.state_log_partitions),
         "transaction.state.log.replication.factor": str(s.transactions.state_log_replication_factor),
         "transaction.max.timeout.ms": str(s.transactions.max_timeout_ms),
+        "transactional.id.expiration.ms": str(s.transactions.id_expiration_ms),
+        "transaction.remove.expired.transaction.cleanup.interval.ms": str(
+            s.transactions.remove_expired_interval_ms
+        ),
         "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(
             s.transactions.abort_check_interval_ms
         ),

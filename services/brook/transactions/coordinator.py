@@ -45,6 +45,8 @@ class TxnSettings:
     state_log_replication_factor: int = 1  # transaction.state.log.replication.factor
     max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
     abort_check_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
+    id_expiration_ms: int = 604_800_000  # transactional.id.expiration.ms
+    remove_expired_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
 
 
 class TxnStateLog(Protocol):
@@ -103,7 +105,12 @@ class TransactionCoordinator:
             for p in range(self.settings.state_log_partitions):
                 if self._log.is_local_leader(p):
                     self.load_partition(p)
-        self._tasks.append(asyncio.create_task(self._abort_expired_loop()))
+        s = self.settings
+        for interval_ms, job, what in (
+            (s.abort_check_interval_ms, self.abort_expired, "aborting expired transactions"),
+            (s.remove_expired_interval_ms, self.remove_expired_ids, "removing expired transactional ids"),
+        ):
+            self._tasks.append(asyncio.create_task(self._every(interval_ms, job, what)))
 
     async def stop(self) -> None:
         for t in [*self._tasks, *self._completing.values()]:
@@ -324,13 +331,48 @@ class TransactionCoordinator:
                     log.warning("could not abort expired transaction %s: %s", meta.transactional_id, e)
         return n
 
-    async def _abort_expired_loop(self) -> None:
+    @staticmethod
+    async def _every(interval_ms: int, job: Callable[[], Awaitable[int]], what: str) -> None:
         while True:
-            await asyncio.sleep(self.settings.abort_check_interval_ms / 1000)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.abort_expired()
+                await job()
             except Exception:
-                log.exception("aborting expired transactions failed")
+                log.exception("%s failed", what)
+
+    async def remove_expired_ids(self) -> int:
+        """Forget the transactional ids unused for transactional.id.expiration.ms with no transaction in
+        progress (Empty, CompleteCommit, CompleteAbort), as Kafka does: a tombstone in
+        `__transaction_state`, then out of memory. Their next InitProducerId starts afresh."""
+        cutoff = self.now_ms() - self.settings.id_expiration_ms
+        n = 0
+        for meta in list(self._txns.values()):
+            tid = meta.transactional_id
+            if (
+                sm.expirable(meta, cutoff)
+                and tid not in self._completing
+                and self.partition_for(tid) in self._loaded
+            ):
+                try:
+                    await self._remove(meta)
+                    n += 1
+                except KafkaError as e:
+                    log.warning("could not remove expired transactional id %s: %s", tid, e)
+        if n:
+            log.info("removed %d transactional ids unused for %d ms", n, self.settings.id_expiration_ms)
+        return n
+
+    async def _remove(self, meta: TxnMetadata) -> None:
+        tid = meta.transactional_id
+        meta.pending = True  # requests for it meanwhile: CONCURRENT_TRANSACTIONS, retried
+        try:
+            await self._log.append(
+                self.partition_for(tid), build_batch([(encode_txn_key(tid), None)], self.now_ms())
+            )
+        finally:
+            meta.pending = False
+        if self._txns.get(tid) is meta:
+            del self._txns[tid]
 
     # -- introspection -------------------------------------------------------------------------------
     def describe(self, transactional_id: str) -> TxnMetadata:

@@ -158,6 +158,15 @@ def expired(meta: TxnMetadata, now_ms: int) -> bool:
     return meta.state is TxnState.ONGOING and not meta.pending and meta.start_ms + meta.timeout_ms < now_ms
 
 
+def expirable(meta: TxnMetadata, cutoff_ms: int) -> bool:
+    """Whether an id last changed at or before `cutoff_ms` may be forgotten: nothing in progress."""
+    return (
+        meta.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        and not meta.pending
+        and meta.last_update_ms <= cutoff_ms
+    )
+
+
 def fence_and_abort(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
     """Abort an open transaction with the next epoch, so its producer is fenced (re-init, timeout)."""
     return meta.copy(

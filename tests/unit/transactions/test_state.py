@@ -92,3 +92,11 @@ def test_timeout_and_fencing_abort_bump_the_epoch() -> None:
     assert aborting.partitions == {("t", 0)}  # the markers go where the transaction wrote
     assert code(sm.check_producer, aborting, 42, 3) == ErrorCode.PRODUCER_FENCED
     assert not sm.expired(meta(TxnState.COMPLETE_COMMIT, start_ms=0), 10**9)
+
+
+def test_only_ids_with_nothing_in_progress_expire() -> None:
+    for state in TxnState:
+        expected = state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
+        assert sm.expirable(meta(state, last_update_ms=100), cutoff_ms=100) is expected, state
+    assert not sm.expirable(meta(last_update_ms=101), cutoff_ms=100)  # used since
+    assert not sm.expirable(meta(last_update_ms=0, pending=True), cutoff_ms=100)  # being written
