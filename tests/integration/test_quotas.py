@@ -162,6 +162,28 @@ def test_a_producer_quota_holds_its_rate_while_another_client_is_unaffected(brok
     assert free["throttle"] == 0, out
 
 
+def test_a_default_quota_holds_each_client_to_it_separately(broker: BrokerProcess) -> None:
+    """client-id=<default>: every client id gets the quota for itself, as in Kafka (not one shared)."""
+    assert alter(broker, [("client-id", None)], {"producer_byte_rate": QUOTA})[0] == 0
+    try:
+        out: dict[str, Any] = {}
+        threads = [
+            threading.Thread(target=_flood, args=(broker, cid, f"quota-{cid}", 10.0, 1 << 30, out))
+            for cid in ("one", "two")
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        for cid in ("one", "two"):
+            assert out[cid]["throttle"] > 0, out
+            assert out[cid]["rate"] <= QUOTA * 1.5, out
+        # Shared, the two would make one quota together.
+        assert out["one"]["rate"] + out["two"]["rate"] >= QUOTA * 1.5, out
+    finally:
+        alter(broker, [("client-id", None)], {"producer_byte_rate": None})
+
+
 def _metadata_rate(b: BrokerProcess, client_id: str, seconds: float, out: dict[str, float]) -> None:
     """Metadata requests answered per second for one client sending them back to back."""
     from kafka.protocol.metadata import MetadataRequest

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from brook.security.quotas import (
     FETCH,
+    INACTIVE_S,
     PRODUCE,
     ClientQuotas,
     QuotaSettings,
@@ -59,3 +60,21 @@ def test_entity_keys_and_checks() -> None:
     assert check_entity((("ip", "1.2.3.4"),), {PRODUCE}) is not None
     assert check_entity((("ip", None),), {"connection_creation_rate"}) is None
     assert check_entity((("user", "a"), ("user", "b")), {PRODUCE}) is not None
+
+
+def test_a_default_quota_is_each_clients_own() -> None:
+    q = quotas({"client-id=<default>": {PRODUCE: "1000"}, "user=<default>": {FETCH: "1000"}})
+    assert q.record(PRODUCE, "u", "noisy", 10_000, now=0.0) > 0
+    assert q.record(PRODUCE, "u", "quiet", 100, now=0.1) == 0  # not charged for the noisy one
+    assert q.record(FETCH, "alice", "a", 10_000, now=0.0) > 0
+    assert q.record(FETCH, "bob", "a", 100, now=0.1) == 0
+    assert q.record(FETCH, "alice", "b", 100, now=0.2) > 0  # a user's quota spans its client ids
+
+
+def test_rates_of_clients_gone_for_an_hour_are_dropped() -> None:
+    q = quotas({"client-id=<default>": {PRODUCE: "1000"}})
+    for i in range(100):
+        q.record(PRODUCE, "u", f"c{i}", 10, now=float(i))
+    assert q.tracked() == 100
+    q.record(PRODUCE, "u", "c99", 10, now=INACTIVE_S + 50.0)  # c0..c50 idle for an hour or more
+    assert q.tracked() == 49

@@ -88,6 +88,10 @@ class _Rate:
         while s and now - s[0][0] >= self._num * self._size:
             s.popleft()
 
+    def last(self) -> float:
+        """When the newest window started (-inf: never recorded)."""
+        return self._samples[-1][0] if self._samples else float("-inf")
+
     def measure(self, now: float) -> tuple[float, float]:
         """(rate per second, the window it was measured over in seconds)."""
         if not self._samples:
@@ -99,6 +103,14 @@ class _Rate:
         return sum(v for _, v in self._samples) / elapsed, elapsed
 
 
+# A client's rate unused this long is dropped (Kafka expires its quota sensors after an hour), and the
+# resolution cache starts over past this many (user, client-id) pairs: clients that come and go (a new
+# client id per process) would otherwise grow both for good.
+INACTIVE_S = 3600.0
+_PRUNE_EVERY_S = 60.0
+_RESOLVED_MAX = 10_000
+
+
 class ClientQuotas:
     def __init__(self, settings: QuotaSettings | None = None) -> None:
         self.settings = settings or QuotaSettings()
@@ -106,6 +118,7 @@ class ClientQuotas:
         self._kinds: set[str] = set()
         self._rates: dict[tuple[str, Entity], _Rate] = {}
         self._resolved: dict[tuple[str, str, str], tuple[Entity, float] | None] = {}
+        self._pruned = float("-inf")
 
     def set_configs(self, stored: Mapping[str, Mapping[str, str]]) -> None:
         """All quota entities' configs (stored name -> {key: value}); forgets resolutions, keeps rates."""
@@ -143,17 +156,32 @@ class ClientQuotas:
         """Count `value` (bytes, or request milliseconds for REQUEST) and return the throttle in ms."""
         if not self._configs:
             return 0
+        if now - self._pruned >= _PRUNE_EVERY_S:
+            self._prune(now)
         bound = self._bound(kind, user, client_id)
         if bound is None:
             return 0
         entity, quota = bound
         if kind == REQUEST:
             quota = quota * 10  # n percent of one thread: n/100 * 1000 ms per second
-        rate = self._rates.get((kind, entity))
+        # A <default> quota is each user's / client's own, not one shared by all of them (Kafka's quota
+        # metric tags): the rate is kept under the actual names at the level the quota was found.
+        key = (kind, tuple((t, user if t == "user" else client_id) for t, _ in entity))
+        rate = self._rates.get(key)
         if rate is None:
-            rate = self._rates[(kind, entity)] = _Rate(self.settings.window_num, self.settings.window_size_s)
+            rate = self._rates[key] = _Rate(self.settings.window_num, self.settings.window_size_s)
         rate.record(value, now)
         observed, window = rate.measure(now)
         if quota <= 0 or observed <= quota:
             return 0
         return round((observed - quota) / quota * window * 1000)
+
+    def _prune(self, now: float) -> None:
+        self._pruned = now
+        self._rates = {k: r for k, r in self._rates.items() if now - r.last() < INACTIVE_S}
+        if len(self._resolved) > _RESOLVED_MAX:
+            self._resolved = {}
+
+    def tracked(self) -> int:
+        """How many rates are kept (entities with a quota that recorded within the last hour)."""
+        return len(self._rates)
