@@ -24,7 +24,7 @@ from tests.support.broker import BrokerProcess
 
 pytestmark = pytest.mark.slow
 
-EXPIRE_MS = 2000
+EXPIRE_MS = 3000
 ARGS = [
     *TXN_ARGS,
     *("--producer-id-expiration-ms", str(EXPIRE_MS)),
@@ -54,12 +54,15 @@ def test_idle_producers_are_forgotten_but_not_in_a_transaction(tmp_path: Path) -
     try:
         topic = "expiring"
         create_topic(b.bootstrap, topic, partitions=1)
+        # Everything slow first (producer ids, the transaction log, the admin's metadata): the checks
+        # below must come well within EXPIRE_MS of the produce.
+        txp = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "exp-txn", "linger.ms": 0})
+        txp.init_transactions(10)
         idem = Producer({"bootstrap.servers": b.bootstrap, "enable.idempotence": True, "linger.ms": 0})
+        assert producers(admin, topic) == {}
         for i in range(10):
             idem.produce(topic, b"idem-%d" % i, partition=0)
         assert idem.flush(10) == 0
-        txp = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "exp-txn", "linger.ms": 0})
-        txp.init_transactions(10)
         txp.begin_transaction()
         txp.produce(topic, b"in-txn", partition=0)
         assert txp.flush(10) == 0
@@ -71,7 +74,7 @@ def test_idle_producers_are_forgotten_but_not_in_a_transaction(tmp_path: Path) -
 
         # The idle idempotent producer goes; the one in a transaction stays however long it is open.
         wait_for(lambda: set(producers(admin, topic)) == {open_pid})
-        time.sleep(2 * EXPIRE_MS / 1000)
+        time.sleep(EXPIRE_MS / 1000 + 0.5)  # the open one's last batch is now older than EXPIRE_MS too
         assert set(producers(admin, topic)) == {open_pid}
 
         # Forgotten is not fenced: the idempotent producer goes on (any sequence of an unknown producer
@@ -107,13 +110,14 @@ def test_unused_transactional_ids_are_forgotten_for_good_but_not_in_a_transactio
         create_topic(b.bootstrap, topic, partitions=1)
         done = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "done", "linger.ms": 0})
         done.init_transactions(10)
-        done.begin_transaction()
-        done.produce(topic, b"committed", partition=0)
-        done.commit_transaction(10)
         open_ = Producer(
             {"bootstrap.servers": b.bootstrap, "transactional.id": "open", "transaction.timeout.ms": 60_000}
         )
         open_.init_transactions(10)
+        assert known(admin, "open")  # the admin's coordinators found before the clock matters
+        done.begin_transaction()
+        done.produce(topic, b"committed", partition=0)
+        done.commit_transaction(10)
         open_.begin_transaction()
         open_.produce(topic, b"pending", partition=0)
         assert open_.flush(10) == 0
