@@ -418,7 +418,7 @@ class Partition:
     def append_replicated(self, records: memoryview) -> None:
         """A follower appends what it fetched from the leader, offsets and epochs as they are."""
         headers = iter_headers(records)
-        self.log.append(records, assign_offsets=False)
+        self.log.append(records, assign_offsets=False, headers=headers)
         for pos, h in headers:
             kind, coordinator_epoch = control_marker(records, pos, h) if h.is_control else (-1, -1)
             self._completed(

@@ -55,7 +55,9 @@ def prepare_append(
 ) -> PreparedAppend:
     """Check every batch, then assign offsets, leader epoch and LogAppendTime in one private copy, or
     with `in_place` in `records` itself when it is writable (the caller's own buffer, e.g. a Produce
-    request's frame: no copy). `headers`: iter_headers(records) when the caller has them already.
+    request's frame: no copy). A follower's append (assign_offsets=False, no leader_epoch) changes
+    nothing, so it writes `records` themselves, LogAppendTime stamps included. `headers`:
+    iter_headers(records) when the caller has them already.
 
     Raises KafkaError before anything is written: CORRUPT_MESSAGE (empty, torn, bad CRC, bad offset delta,
     undecodable records where they are looked at), MESSAGE_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
@@ -65,7 +67,10 @@ def prepare_append(
     if len(records) == 0:
         raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "no record batches to append")
     data: bytearray | memoryview
-    if in_place and (
+    if not assign_offsets and leader_epoch is None:
+        # A follower writes the leader's batches byte for byte (Kafka's appendAsFollower): no copy.
+        data = records if isinstance(records, bytearray | memoryview) else memoryview(records)
+    elif in_place and (
         isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly)
     ):
         data = records
@@ -85,7 +90,8 @@ def prepare_append(
             data = converted
             headers = iter_headers(data)
 
-    log_append = config.message_timestamp_type == "LogAppendTime"
+    # The leader stamps LogAppendTime; a follower keeps the leader's stamp (its replica stays identical).
+    log_append = assign_offsets and config.message_timestamp_type == "LogAppendTime"
     batches: list[BatchInfo] = []
     offset = next_offset
     max_timestamp = -1

@@ -8,7 +8,9 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from log_batches import FakeClock, base_offset_of, make_batch, open_log, with_base_offset
 
+from brook.config import TopicConfig
 from brook.log import AppendResult, FileSlice
+from brook.log.append import prepare_append
 from brook.protocol.batch import parse_header
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -186,6 +188,24 @@ def test_log_append_time_stamps_and_resigns(tmp_path: Path) -> None:
         assert batch.validate_crc()
         assert batch.timestamp_type == 1
     assert log.max_timestamp() == (5_000_000, 0, -1)
+
+
+def test_a_follower_keeps_the_leaders_log_append_time_byte_for_byte(tmp_path: Path) -> None:
+    leader = open_log(tmp_path / "leader", FakeClock(5_000_000), message_timestamp_type="LogAppendTime")
+    leader.append(make_batch(2, timestamp=10), leader_epoch=3)
+    s = leader.read(0, 1 << 20)
+    assert s is not None
+    stamped = s.read()
+    follower = open_log(tmp_path / "follower", FakeClock(9_000_000), message_timestamp_type="LogAppendTime")
+    received = memoryview(bytearray(stamped))
+    follower.append(received, assign_offsets=False)
+    f = follower.read(0, 1 << 20)
+    assert f is not None and f.read() == stamped  # the same replica, not restamped with its own clock
+    assert follower.max_timestamp() == (5_000_000, 0, 3)
+    prepared = prepare_append(
+        received, TopicConfig(), 0, assign_offsets=False, leader_epoch=None, now_ms=9_000_000
+    )
+    assert prepared.data is received  # written as received: no copy
 
 
 def test_leader_epoch_is_stamped(tmp_path: Path) -> None:
