@@ -350,6 +350,7 @@ class TransactionCoordinator:
             tid = meta.transactional_id
             if (
                 sm.expirable(meta, cutoff)
+                and self._txns.get(tid) is meta  # not replaced while an earlier removal was written
                 and tid not in self._completing
                 and self.partition_for(tid) in self._loaded
             ):
