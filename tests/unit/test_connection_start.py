@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 
 import pytest
 
@@ -51,6 +52,8 @@ def test_a_handler_that_waits_is_carried_on_by_a_task() -> None:
         steps: list[str] = []
         fut = start_eagerly(loop, _waits(gate, steps))
         assert steps == ["started"] and not fut.done()
+        # A native coroutine drives the task: Python 3.12's create_task refuses generator-based ones.
+        assert isinstance(fut, asyncio.Task) and inspect.iscoroutine(fut.get_coro())
         await asyncio.sleep(0.01)
         assert not fut.done()
         gate.set_result(42)

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import types
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
@@ -331,10 +330,27 @@ def start_eagerly(
         fut = loop.create_future()
         fut.set_exception(e)
         return fut
-    return loop.create_task(_resume(coro, waiting_on), context=ctx)
+    return loop.create_task(_carry_on(coro, waiting_on), context=ctx)
 
 
-@types.coroutine
+async def _carry_on(coro: Coroutine[Any, Any, Answer], waiting_on: Any) -> Answer:
+    # A coroutine for the task: from Python 3.12 on, create_task takes no generator-based coroutine.
+    return await _Resumed(coro, waiting_on)
+
+
+class _Resumed:
+    """Awaiting it drives a started coroutine from its first wait on (see _resume)."""
+
+    __slots__ = ("_coro", "_waiting_on")
+
+    def __init__(self, coro: Coroutine[Any, Any, Answer], waiting_on: Any) -> None:
+        self._coro = coro
+        self._waiting_on = waiting_on
+
+    def __await__(self) -> Generator[Any, Any, Answer]:
+        return _resume(self._coro, self._waiting_on)
+
+
 def _resume(coro: Coroutine[Any, Any, Answer], waiting_on: Any) -> Generator[Any, Any, Answer]:
     """Drive a started coroutine from its first wait on: hand its future to the task, and the task's
     wake-ups (results, cancellation) back to it."""
