@@ -106,7 +106,43 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef(
             "min.compaction.lag.ms", "long", "0", "records younger than this are not compacted", minimum=0
         ),
+        ConfigDef(
+            "max.compaction.lag.ms",
+            "long",
+            str(2**63 - 1),
+            "longest a record stays uncompacted: rolls the active segment, cleans whatever the dirty ratio",
+            minimum=1,
+        ),
         ConfigDef("min.cleanable.dirty.ratio", "double", "0.5", "dirty ratio that triggers the cleaner"),
+        ConfigDef(
+            "segment.jitter.ms",
+            "long",
+            "0",
+            "up to this much is taken at random from segment.ms per segment (spreads the partitions' rolls)",
+            minimum=0,
+        ),
+        ConfigDef(
+            "file.delete.delay.ms",
+            "long",
+            "60000",
+            "Kafka waits this long before deleting a removed segment's files so reads in flight finish; "
+            "Brook's reads hold the file open, so it deletes at once (accepted for compatibility)",
+            minimum=0,
+        ),
+        ConfigDef(
+            "message.timestamp.before.max.ms",
+            "long",
+            str(2**63 - 1),
+            "CreateTime batches with a timestamp older than this are refused (INVALID_TIMESTAMP)",
+            minimum=0,
+        ),
+        ConfigDef(
+            "message.timestamp.after.max.ms",
+            "long",
+            str(2**63 - 1),
+            "CreateTime batches with a timestamp this far in the future are refused (INVALID_TIMESTAMP)",
+            minimum=0,
+        ),
         ConfigDef(
             "compression.type",
             "string",
@@ -136,6 +172,11 @@ BROKER_TOPIC_SYNONYMS: dict[str, str] = {
     "log.cleaner.delete.retention.ms": "delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
     "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.message.timestamp.before.max.ms": "message.timestamp.before.max.ms",
+    "log.message.timestamp.after.max.ms": "message.timestamp.after.max.ms",
     "compression.type": "compression.type",
 }
 
@@ -321,6 +362,11 @@ class TopicConfig:
     min_compaction_lag_ms: int = 0
     min_cleanable_dirty_ratio: float = 0.5
     compression_type: str = "producer"
+    max_compaction_lag_ms: int = 2**63 - 1
+    segment_jitter_ms: int = 0
+    file_delete_delay_ms: int = 60000
+    message_timestamp_before_max_ms: int = 2**63 - 1
+    message_timestamp_after_max_ms: int = 2**63 - 1
 
     @classmethod
     def from_strings(
@@ -349,6 +395,12 @@ class TopicConfig:
     @property
     def compacted(self) -> bool:
         return "compact" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Age at which the active segment rolls: segment.ms, or max.compaction.lag.ms if shorter on a
+        compacted topic (the cleaner never cleans the active segment), as Kafka's LogConfig."""
+        return min(self.segment_ms, self.max_compaction_lag_ms) if self.compacted else self.segment_ms
 
     @property
     def deletes(self) -> bool:

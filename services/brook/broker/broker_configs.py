@@ -41,6 +41,7 @@ DEFS: dict[str, BrokerConfigDef] = {
     d.name: d
     for d in (
         _d("advertised.listeners", "STRING", None, "listeners clients are told to connect to"),
+        _d("authorizer.class.name", "STRING", "", "the authorizer checking ACLs (empty: none, all allowed)"),
         _d("auto.create.topics.enable", "BOOLEAN", "true", "create a topic when a client asks for it"),
         _d("broker.id", "INT", "-1", "this broker's id"),
         _d("broker.rack", "STRING", None, "this broker's rack, for rack-aware placement and fetching"),
@@ -58,6 +59,26 @@ DEFS: dict[str, BrokerConfigDef] = {
         _d("log.cleaner.backoff.ms", "LONG", "15000", "sleep between compaction passes"),
         _d("log.cleaner.delete.retention.ms", "LONG", "86400000", "how long tombstones survive compaction"),
         _d("log.cleaner.min.cleanable.ratio", "DOUBLE", "0.5", "dirty ratio that triggers the cleaner"),
+        _d(
+            "log.cleaner.max.compaction.lag.ms",
+            "LONG",
+            _LONG_MAX,
+            "longest a record stays uncompacted",
+        ),
+        _d("log.roll.jitter.ms", "LONG", "0", "random time taken from log.roll.ms per segment"),
+        _d("log.segment.delete.delay.ms", "LONG", "60000", "wait before deleting a removed segment's files"),
+        _d(
+            "log.message.timestamp.before.max.ms",
+            "LONG",
+            _LONG_MAX,
+            "oldest CreateTime timestamp accepted, relative to the broker's clock",
+        ),
+        _d(
+            "log.message.timestamp.after.max.ms",
+            "LONG",
+            _LONG_MAX,
+            "furthest future CreateTime timestamp accepted, relative to the broker's clock",
+        ),
         _d("log.cleaner.min.compaction.lag.ms", "LONG", "0", "records younger than this are not compacted"),
         _d("log.cleanup.policy", "LIST", "delete", "default cleanup policy of topics"),
         _d("log.dirs", "STRING", None, "directories holding the partition logs"),
@@ -141,6 +162,11 @@ TOPIC_TO_BROKER = {
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "compression.type": "compression.type",
 }
 assert set(TOPIC_TO_BROKER) <= set(TOPIC_CONFIGS) and set(TOPIC_TO_BROKER.values()) <= set(DEFS)
@@ -190,6 +216,7 @@ def static_configs(s: BrokerSettings) -> dict[str, str]:
             f"{li.name}://{li.advertised_host}:{li.advertised_port}" for li in s.effective_listeners()
         ),
         "connections.max.reauth.ms": str(s.sasl.connections_max_reauth_ms),
+        "authorizer.class.name": s.authorizer.class_name,
         "auto.create.topics.enable": str(s.auto_create_topics).lower(),
         "num.partitions": str(s.num_partitions),
         "default.replication.factor": str(s.default_replication_factor),

@@ -60,7 +60,8 @@ def prepare_append(
     iter_headers(records) when the caller has them already.
 
     Raises KafkaError before anything is written: CORRUPT_MESSAGE (empty, torn, bad CRC, bad offset delta,
-    undecodable records where they are looked at), MESSAGE_TOO_LARGE, UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
+    undecodable records where they are looked at), MESSAGE_TOO_LARGE, INVALID_TIMESTAMP (a CreateTime
+    outside message.timestamp.before/after.max.ms), UNSUPPORTED_FOR_MESSAGE_FORMAT (magic
     other than 2), INVALID_RECORD (a keyless record on a compacted topic) or, for a follower append
     (assign_offsets=False), OFFSET_OUT_OF_RANGE when a batch starts below the next offset.
     """
@@ -78,8 +79,11 @@ def prepare_append(
         data = bytearray(records)  # one copy: base offsets and timestamps are rewritten in place
     if headers is None:
         headers = iter_headers(data)
+    check_times = assign_offsets and config.message_timestamp_type == "CreateTime" and _bounded_times(config)
     for pos, h in headers:
         _check_size(h, config)
+        if check_times and not h.is_control:
+            _check_timestamps(h, config, now_ms)
         if h.last_offset_delta < 0:
             raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"negative lastOffsetDelta {h.last_offset_delta}")
         if not crc_ok(data, pos, h):
@@ -129,6 +133,32 @@ def prepare_append(
         batch_count=len(batches),
     )
     return PreparedAppend(data, batches, result)
+
+
+def _bounded_times(config: TopicConfig) -> bool:
+    before, after = config.message_timestamp_before_max_ms, config.message_timestamp_after_max_ms
+    return before < _UNBOUNDED or after < _UNBOUNDED
+
+
+def _check_timestamps(h: BatchHeader, config: TopicConfig, now_ms: int) -> None:
+    """message.timestamp.before.max.ms / after.max.ms (KIP-937) against the batch's first and largest
+    timestamps: the header bounds its records without decoding them (Kafka checks each record)."""
+    for ts in (h.base_timestamp, h.max_timestamp):
+        if now_ms - ts > config.message_timestamp_before_max_ms:
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"timestamp {ts} is more than message.timestamp.before.max.ms="
+                f"{config.message_timestamp_before_max_ms} before the broker's time {now_ms}",
+            )
+        if ts - now_ms > config.message_timestamp_after_max_ms:
+            raise KafkaError(
+                ErrorCode.INVALID_TIMESTAMP,
+                f"timestamp {ts} is more than message.timestamp.after.max.ms="
+                f"{config.message_timestamp_after_max_ms} after the broker's time {now_ms}",
+            )
+
+
+_UNBOUNDED = 2**63 - 1
 
 
 def _check_size(h: BatchHeader, config: TopicConfig) -> None:

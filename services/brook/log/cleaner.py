@@ -433,6 +433,13 @@ def dirty_bytes(segments: Sequence[Segment], checkpoint: CleanerCheckpoint | Non
     return sum(s.size for s in segments[first:inactive]), total
 
 
+def first_dirty_segment(segments: Sequence[Segment], checkpoint: CleanerCheckpoint | None) -> Segment | None:
+    """The oldest inactive segment not yet wholly cleaned, if any."""
+    inactive = len(segments) - 1
+    first = _first_dirty_index(segments, inactive, checkpoint.offset if checkpoint else -1)
+    return segments[first] if first < inactive else None
+
+
 def tombstone_due(config: TopicConfig, checkpoint: CleanerCheckpoint | None, now_ms: int) -> bool:
     """Whether a tombstone kept by an earlier pass has passed delete.retention.ms since."""
     return (

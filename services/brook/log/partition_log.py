@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import time
 from bisect import bisect_left, bisect_right
@@ -21,6 +22,7 @@ from brook.log.cleaner import (
     CleanStats,
     clean_segments,
     dirty_bytes,
+    first_dirty_segment,
     read_cleaner_checkpoint,
     tombstone_due,
     write_cleaner_checkpoint,
@@ -77,6 +79,7 @@ class PartitionLog:
         # Called with a new segment's base offset when the log rolls (before the batch that rolled it is
         # written): the owner of the state derived from the batches snapshots it there.
         self.on_roll: Callable[[int], None] | None = None
+        self._roll_jitter_ms = self._random_jitter()
 
     @classmethod
     def open(
@@ -190,11 +193,18 @@ class PartitionLog:
         if (
             overflow
             or segment.size + incoming > config.segment_bytes
-            or now - segment.created_ms > config.segment_ms
+            or now - segment.created_ms > config.max_segment_ms - self._roll_jitter_ms
             or segment.offset_index.is_full(config.segment_index_bytes)
             or segment.time_index.is_full(config.segment_index_bytes)
         ):
             self._roll(first_offset, now)
+
+    def _random_jitter(self) -> int:
+        """segment.jitter.ms: a segment's random head start on its age limit, as Kafka's (so that
+        partitions created together do not all roll at once)."""
+        config = self._config
+        bound = min(config.segment_jitter_ms, config.max_segment_ms)
+        return random.randrange(bound) if bound > 0 else 0
 
     def _roll(self, base_offset: int, now: int) -> None:
         """Seal the active segment (fsynced), start a new one at `base_offset`; an empty one is replaced."""
@@ -207,6 +217,7 @@ class PartitionLog:
         else:
             old.deactivate()
         self._segments.append(Segment.create(self.directory, base_offset, now))
+        self._roll_jitter_ms = self._random_jitter()
         fsync_dir(self.directory)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._unflushed_records = 0
@@ -517,15 +528,28 @@ class PartitionLog:
 
     def compaction_due(self, now_ms: int | None = None) -> bool:
         """Whether a compact() pass is worth running: a compacted topic whose dirty ratio reached
-        min.cleanable.dirty.ratio, or a kept tombstone has passed delete.retention.ms."""
+        min.cleanable.dirty.ratio, a kept tombstone has passed delete.retention.ms, or dirty records are
+        older than max.compaction.lag.ms."""
         config = self._config
         if self._closed or self.offline or not config.compacted or len(self._segments) < 2:
             return False
         now = self._clock() if now_ms is None else now_ms
         ratio = self.dirty_ratio()
-        return (ratio > 0 and ratio >= config.min_cleanable_dirty_ratio) or tombstone_due(
-            config, self._cleaner_checkpoint, now
+        return (
+            (ratio > 0 and ratio >= config.min_cleanable_dirty_ratio)
+            or tombstone_due(config, self._cleaner_checkpoint, now)
+            or (ratio > 0 and self._dirty_too_long(now))
         )
+
+    def _dirty_too_long(self, now: int) -> bool:
+        """max.compaction.lag.ms: the first uncleaned inactive segment's first batch is older than it
+        (Kafka's LogCleanerManager reads the same timestamp)."""
+        lag = self._config.max_compaction_lag_ms
+        first = first_dirty_segment(self._segments, self._cleaner_checkpoint)
+        if lag >= 2**63 - 1 or first is None:
+            return False
+        head = next(first.iter_headers(first.base_offset), None)
+        return head is not None and 0 < head.max_timestamp < now - lag
 
     def _set_cleaner_checkpoint(self, checkpoint: CleanerCheckpoint) -> None:
         if checkpoint != self._cleaner_checkpoint:
