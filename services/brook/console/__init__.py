@@ -1,12 +1,12 @@
-"""The `brook` command for people: topics, groups, the cluster, produce and consume, over the Kafka
-protocol with confluent-kafka (so it works against any Kafka-compatible cluster). `brook broker` and
-`brook dev up` (the server side) are handled by brook.cli and only listed here."""
+"""The `brook` command for people: topics, groups, the cluster, ACLs, SCRAM users, produce and consume,
+over the Kafka protocol with confluent-kafka (so it works against any Kafka-compatible cluster).
+`brook broker` and `brook dev up` (the server side) are handled by brook.cli and only listed here."""
 
 from __future__ import annotations
 
 import typer
 
-from . import cluster, groups, records, topics
+from . import acls, cluster, groups, records, topics, users
 
 app = typer.Typer(
     name="brook",
@@ -18,6 +18,8 @@ app = typer.Typer(
 app.add_typer(topics.app, name="topic")
 app.add_typer(groups.app, name="group")
 app.add_typer(cluster.app, name="cluster")
+app.add_typer(acls.app, name="acl")
+app.add_typer(users.app, name="user")
 app.command("produce")(records.produce)
 app.command("consume")(records.consume)
 

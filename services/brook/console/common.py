@@ -85,12 +85,16 @@ def admin(bootstrap: str, settings: Sequence[str] | None) -> Any:
 
 def result(fut: Future[T], what: str) -> T:
     """A future's result, or a CommandError naming what failed and the broker's reason."""
-    from confluent_kafka import KafkaException
+    from confluent_kafka import KafkaError, KafkaException
 
     try:
         return fut.result(TIMEOUT_S)
     except KafkaException as e:
         err = e.args[0]
+        if getattr(err, "code", lambda: None)() == KafkaError.SECURITY_DISABLED:
+            raise CommandError(
+                f"{what}: the cluster has no authorizer (start its brokers with --authorizer-class-name)"
+            ) from e
         raise CommandError(f"{what}: {getattr(err, 'str', lambda: str(err))()}") from e
     except TimeoutError as e:
         raise CommandError(f"{what}: no answer within {TIMEOUT_S:.0f} s (is the cluster reachable?)") from e
