@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import kafka_tools
 from .broker import BrokerProcess
 from .cluster import Cluster
 from .conformance_secure import (
@@ -49,6 +50,12 @@ CLUSTER_ONLY = ("0101", "0103")
 NOT_RUNNABLE = {"0098": "drives Kafka's Java TransactionProducerCli (KAFKA_PATH)"}
 # Tests for what Brook does not have yet; --all runs them.
 NOT_YET = {"0126": "SASL OAUTHBEARER"}
+# Tests that shell out to Kafka's bin/kafka-topics.sh or bin/kafka-acls.sh (broker-tests.txt leaves them
+# out): they get KAFKA_PATH with stand-ins that run the `brook` CLI (tests/support/kafka_tools.py).
+KAFKA_TOOLS = ("0052", "0077", "0109", "0115", "0119")
+# Of those, the ones that deny ANONYMOUS with ACLs: an authorizer that allows everything no ACL covers
+# and no super user (trivup's set-up), instead of the other runs' ANONYMOUS super user.
+ACL_DENYING = ("0109", "0115", "0119")
 # Tests that take longer than the kit's default 300 s limit against any broker (many session timeouts).
 LONG = {"0113": 1200}
 # Tests run against a broker with Kafka's config/server.properties value group.initial.rebalance.delay.ms=0
@@ -77,14 +84,21 @@ def listed_tests(kit: Path, cluster: bool) -> list[str]:
 
 
 @contextmanager
-def brook(root: Path, brokers: int, auto_create: bool, extra: tuple[str, ...] = ()) -> Iterator[str]:
+def brook(
+    root: Path, brokers: int, auto_create: bool, extra: tuple[str, ...] = (), acl_denying: bool = False
+) -> Iterator[str]:
     """Yields the bootstrap of a fresh single broker, or of etcd + N racked brokers."""
     # An authorizer with the tests' ANONYMOUS principal as a super user: the ACL APIs work (0081)
-    # and nothing else is refused.
+    # and nothing else is refused. Tests that deny with ACLs get an authorizer that allows what no
+    # ACL covers instead.
     base = [
         *("--auto-create-topics", "true" if auto_create else "false", "--num-partitions", "4"),
         *("--authorizer-class-name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"),
-        *("--super-users", "User:ANONYMOUS"),
+        *(
+            ("--allow-everyone-if-no-acl-found", "true")
+            if acl_denying
+            else ("--super-users", "User:ANONYMOUS")
+        ),
     ]
     if brokers == 1:
         single = BrokerProcess(root / "broker", args=[*base, *extra]).start()
@@ -114,8 +128,12 @@ def brook(root: Path, brokers: int, auto_create: bool, extra: tuple[str, ...] = 
         cluster.stop()
 
 
-def run_batch(kit: Path, bootstrap: str, tests: list[str], scenario: str, timeout: int) -> dict[str, str]:
+def run_batch(
+    kit: Path, bootstrap: str, tests: list[str], scenario: str, timeout: int, tools: Path | None = None
+) -> dict[str, str]:
     env = {**os.environ, "TEST_SCENARIO": scenario, "TIMEOUT": str(timeout)}
+    if tools is not None:  # tests run $KAFKA_PATH/bin/kafka-topics.sh --bootstrap-server $BROKERS ...
+        env |= {"KAFKA_PATH": str(tools), "BROKERS": bootstrap}
     results: dict[str, str] = {}
     proc = subprocess.Popen([str(kit / "run"), bootstrap, *tests], stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None
@@ -158,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run([str(kit / "build")], check=True, stdout=subprocess.DEVNULL)
     tests = a.tests or listed_tests(kit, a.cluster)
     if not a.tests:
-        tests += list(NO_AUTOCREATE)
+        tests += [*NO_AUTOCREATE, *(KAFKA_TOOLS if not a.cluster else ())]
         left = [t for t in tests if t in NOT_RUNNABLE]
         if left:
             print("not runnable here: " + ", ".join(f"{t} ({NOT_RUNNABLE[t]})" for t in left), flush=True)
@@ -174,11 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     # Group the tests into runs that share fresh brokers: no-auto-create ones need a cluster of their own,
     # long ones run alone with their own time limit.
     runs: list[tuple[bool, int, list[str], int, tuple[str, ...]]] = []
-    apart = (*NO_AUTOCREATE, *CLUSTER_ONLY, *LONG, *NO_REBALANCE_DELAY, *SECURE_TESTS)
+    apart = (*NO_AUTOCREATE, *CLUSTER_ONLY, *LONG, *NO_REBALANCE_DELAY, *SECURE_TESTS, *ACL_DENYING)
     for auto, brokers, ids in (
         (True, 3 if a.cluster else 1, [t for t in tests if t not in apart]),
         (True, 3, [t for t in tests if t in CLUSTER_ONLY]),
         (False, 3, [t for t in tests if t in NO_AUTOCREATE]),
+        (True, 3 if a.cluster else 1, [t for t in tests if t in ACL_DENYING]),
     ):
         runs += [
             (auto, brokers, ids[i : i + a.fresh_every], a.timeout, ())
@@ -191,9 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, str] = {}
     secure = [t for t in tests if t in SECURE_TESTS]
     with tempfile.TemporaryDirectory(prefix="brook-conformance-") as tmp:
+        tools = kafka_tools.install(Path(tmp) / "kafka")
         for n, (auto, brokers, ids, timeout, extra) in enumerate(runs):
-            with brook(Path(tmp) / f"run-{n}", brokers, auto, extra) as bootstrap:
-                results |= run_batch(kit, bootstrap, ids, "default" if auto else "noautocreate", timeout)
+            acl_denying = all(t in ACL_DENYING for t in ids)
+            with brook(Path(tmp) / f"run-{n}", brokers, auto, extra, acl_denying) as bootstrap:
+                scenario = "default" if auto else "noautocreate"
+                results |= run_batch(kit, bootstrap, ids, scenario, timeout, tools)
         if secure:
             results |= run_secure(kit, Path(tmp) / "secure", secure, a.timeout)
     counts = {s: sum(1 for v in results.values() if v == s) for s in ("PASS", "FAIL", "TIMEOUT", "SKIP")}
