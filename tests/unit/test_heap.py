@@ -35,7 +35,8 @@ def test_settle_freezes_survivors_and_collects_garbage() -> None:
     kept, alive = cycle()
     frozen, _ = settle(full=False)
     assert dead() is None
-    assert frozen == gc.get_freeze_count() > 0
+    # Frozen objects may die since (other threads of the test process run): the count only falls.
+    assert 0 < gc.get_freeze_count() <= frozen
     assert all(o is not kept for o in gc.get_objects(generation=2))
     assert alive() is kept
 
