@@ -25,6 +25,7 @@ from brook.metadata import EtcdAuth, EtcdAuthError
 from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
 from brook.security.connection_limits import UNLIMITED, ConnectionLimitSettings, parse_overrides
 from brook.security.listeners import Listener, ListenerError, parse_listeners
+from brook.security.oauthbearer import OAuthSettings
 from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
@@ -170,7 +171,23 @@ def _security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
         enabled_mechanisms=mechanisms,
         connections_max_reauth_ms=a.connections_max_reauth_ms,
         failed_authentication_delay_ms=a.connection_failed_authentication_delay_ms,
+        oauth=OAuthSettings(
+            jwks_endpoint_url=a.sasl_oauthbearer_jwks_endpoint_url,
+            jwks_refresh_ms=a.sasl_oauthbearer_jwks_endpoint_refresh_ms,
+            expected_audience=tuple(
+                x.strip() for x in a.sasl_oauthbearer_expected_audience.split(",") if x.strip()
+            ),
+            expected_issuer=a.sasl_oauthbearer_expected_issuer,
+            sub_claim_name=a.sasl_oauthbearer_sub_claim_name,
+            clock_skew_s=a.sasl_oauthbearer_clock_skew_seconds,
+            unsecured=a.sasl_oauthbearer_unsecured == "true",
+        ),
     )
+    if "OAUTHBEARER" in mechanisms and not (s.sasl.oauth.jwks_endpoint_url or s.sasl.oauth.unsecured):
+        _fail(
+            "OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url (the identity provider's keys), "
+            "or --sasl-oauthbearer-unsecured true to accept unsigned tokens (development only)"
+        )
     unknown = set(s.tls.client_auth_required_listeners) - {li.name for li in s.listeners}
     if unknown:
         _fail(f"--ssl-client-auth-listeners: {', '.join(sorted(unknown))} not in --listeners")
@@ -257,6 +274,14 @@ def _add_security_flags(b: argparse.ArgumentParser) -> None:
     )
     b.add_argument("--connection-failed-authentication-delay-ms", type=int, default=100)
     b.add_argument("--sasl-mechanism-inter-broker-protocol", default="PLAIN")
+    o = "--sasl-oauthbearer-"  # OAUTHBEARER (OIDC) token validation, Kafka's sasl.oauthbearer.* names
+    b.add_argument(o + "jwks-endpoint-url", default="", help="the identity provider's JWKS (signing keys)")
+    b.add_argument(o + "jwks-endpoint-refresh-ms", type=int, default=3_600_000)
+    b.add_argument(o + "expected-audience", default="", help="comma-separated; a token needs one of them")
+    b.add_argument(o + "expected-issuer", default="")
+    b.add_argument(o + "sub-claim-name", default="sub", help="the claim holding the principal's name")
+    b.add_argument(o + "clock-skew-seconds", type=int, default=30)
+    b.add_argument(o + "unsecured", choices=("true", "false"), default="false", help="unsigned tokens (dev)")
     b.add_argument(
         "--inter-broker-sasl-username", default=None, help="this broker's SASL user towards the others"
     )

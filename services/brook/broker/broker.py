@@ -18,6 +18,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.security.acls import table_from_stored
 from brook.security.authorizer import Authorizer
 from brook.security.connection_limits import raise_open_file_limit
+from brook.security.oauthbearer import TokenValidator
 from brook.security.quotas import ClientQuotas
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
@@ -53,6 +54,10 @@ class Broker:
         self.log_dir_failure = LogDirFailureHandler(self)
         self.authorizer = Authorizer(settings.authorizer)
         self.quotas = ClientQuotas(settings.quotas)
+        # OAUTHBEARER's token validator (its JWKS refreshed in the background), when the mechanism is on.
+        self.tokens = (
+            TokenValidator(settings.sasl.oauth) if "OAUTHBEARER" in settings.sasl.enabled_mechanisms else None
+        )
         self.fetch_sessions = FetchSessionCache()
 
     @property
@@ -291,8 +296,12 @@ class Broker:
         self.groups.start()
         self.transactions.start()
         self.log_dir_failure.start()
+        if self.tokens is not None:
+            await self.tokens.start()
 
     async def stop(self) -> None:
+        if self.tokens is not None:
+            await self.tokens.stop()
         await self.log_dir_failure.stop()
         if self.cluster is not None:
             await self.cluster.stop()  # controlled shutdown: leaderships move first

@@ -1,4 +1,5 @@
-"""The server side of SASL (Kafka's SaslServer): PLAIN and SCRAM-SHA-256/512 against the SCRAM store.
+"""The server side of SASL (Kafka's SaslServer): PLAIN and SCRAM-SHA-256/512 against the SCRAM store,
+OAUTHBEARER against an identity provider's keys (oauthbearer.py).
 
 Only salted credentials are stored (RFC 5802 StoredKey and ServerKey). SCRAM runs RFC 5802/7677 with
 the `scramp` library; PLAIN derives the salted password from the one presented, with the stored salt and
@@ -13,12 +14,20 @@ import hashlib
 import hmac
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import scramp  # type: ignore[import-untyped]
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+from brook.security.oauthbearer import (
+    InvalidToken,
+    OAuthSettings,
+    TokenValidator,
+    error_challenge,
+    initial_response,
+)
+
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 _DIGEST = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
@@ -46,6 +55,7 @@ class SaslSettings:
     enabled_mechanisms: tuple[str, ...] = ("GSSAPI",)  # sasl.enabled.mechanisms (Kafka's default)
     connections_max_reauth_ms: int = 0  # 0: sessions do not expire (KIP-368)
     failed_authentication_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    oauth: OAuthSettings = field(default_factory=OAuthSettings)  # sasl.oauthbearer.*
 
 
 def _invalid(mechanism: str) -> AuthenticationFailed:
@@ -65,13 +75,18 @@ def plain_matches(credential: Credential, digest: str, password: bytes) -> bool:
 class Authenticator:
     """One SASL exchange: started by a handshake naming the mechanism, fed the client's tokens."""
 
-    def __init__(self, mechanism: str, lookup: CredentialLookup) -> None:
+    def __init__(
+        self, mechanism: str, lookup: CredentialLookup, tokens: TokenValidator | None = None
+    ) -> None:
         self.mechanism = mechanism
         self._lookup = lookup
+        self._tokens = tokens
         self.user: str | None = None  # set once authenticated
+        self.credential_expires_ms: int | None = None  # an OAUTHBEARER token's exp
         self._scram: scramp.ScramServer | None = None
         self._scram_user: str | None = None
         self._gs2 = b""
+        self._refused: str | None = None  # OAUTHBEARER: the error sent, awaiting the client's ^A
 
     @property
     def complete(self) -> bool:
@@ -83,7 +98,25 @@ class Authenticator:
             raise AuthenticationFailed("the SASL exchange is already complete")
         if self.mechanism == "PLAIN":
             return self._plain(token)
+        if self.mechanism == "OAUTHBEARER":
+            return self._oauthbearer(token)
         return self._scram_step(token)
+
+    def _oauthbearer(self, token: bytes) -> bytes:
+        """RFC 7628: a refused token gets an error challenge, the client answers ^A, then the exchange
+        fails (Kafka's OAuthBearerSaslServer); a valid one authenticates its subject at once."""
+        if self._refused is not None:
+            raise AuthenticationFailed(self._refused)
+        if self._tokens is None:
+            raise AuthenticationFailed("OAUTHBEARER is not configured on this broker")
+        try:
+            bearer = self._tokens.validate(initial_response(token))
+        except InvalidToken as e:
+            self._refused = f"Authentication failed: {e}"
+            return error_challenge()
+        self.user = bearer.principal
+        self.credential_expires_ms = bearer.expires_ms
+        return b""
 
     def _plain(self, token: bytes) -> bytes:
         parts = token.split(b"\0")
@@ -162,9 +195,13 @@ class SaslSession:
     Re-authentication runs a new handshake and exchange on the authenticated connection; the principal
     may not change (Kafka closes the connection if it does)."""
 
-    def __init__(self, settings: SaslSettings, lookup: CredentialLookup) -> None:
+    def __init__(
+        self, settings: SaslSettings, lookup: CredentialLookup, tokens: TokenValidator | None = None
+    ) -> None:
         self.settings = settings
         self._lookup = lookup
+        self._tokens = tokens
+        self._lifetime_ms = 0
         self.exchange: Authenticator | None = None
         self.mechanism: str | None = None
         self.user: str | None = None
@@ -184,7 +221,7 @@ class SaslSession:
         if mechanism not in self.settings.enabled_mechanisms or mechanism not in MECHANISMS:
             return False
         self.mechanism = mechanism
-        self.exchange = Authenticator(mechanism, self._lookup)
+        self.exchange = Authenticator(mechanism, self._lookup, self._tokens)
         return True
 
     def authenticate(self, token: bytes) -> bytes:
@@ -201,11 +238,20 @@ class SaslSession:
             if self.user is not None and user != self.user:
                 self.failed = True
                 raise AuthenticationFailed("re-authentication must keep the same principal")
+            # KIP-368: the session ends at connections.max.reauth.ms, or when a token credential expires
+            # if sooner (Kafka's SaslServerAuthenticator); the client re-authenticates before.
+            lifetimes = (
+                [self.settings.connections_max_reauth_ms]
+                if self.settings.connections_max_reauth_ms > 0
+                else []
+            )
+            if self.exchange.credential_expires_ms is not None:
+                lifetimes.append(max(0, self.exchange.credential_expires_ms - int(time.time() * 1000)))
             self.user = user
             self.exchange = None
-            reauth = self.settings.connections_max_reauth_ms
-            self.expires_at = time.monotonic() + reauth / 1000 if reauth > 0 else None
+            self._lifetime_ms = min(lifetimes) if lifetimes else 0
+            self.expires_at = time.monotonic() + self._lifetime_ms / 1000 if lifetimes else None
         return reply
 
     def session_lifetime_ms(self) -> int:
-        return max(0, self.settings.connections_max_reauth_ms) if self.expires_at is not None else 0
+        return self._lifetime_ms if self.expires_at is not None else 0

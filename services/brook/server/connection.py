@@ -235,7 +235,9 @@ class Connection(asyncio.BufferedProtocol):
         if not listener.sasl:
             return None
         broker = self._broker
-        session = SaslSession(broker.settings.sasl, lambda user: broker.scram_credentials().get(user, {}))
+        session = SaslSession(
+            broker.settings.sasl, lambda user: broker.scram_credentials().get(user, {}), broker.tokens
+        )
         SASL_SESSION.set(session)
         return session
 
