@@ -6,9 +6,10 @@
     scripts/conformance 0054 0081 0102       # some tests
     scripts/conformance --cluster 0101 0102  # on etcd + 3 brokers in racks RACK0..RACK2; no test
                                              # ids: the list's cluster set
-Tests of features Brook does not have yet (SASL OAUTHBEARER) are left out unless --all. The SSL and
-SASL tests (0097, 0135, 0142) run on a broker with SSL and SASL_SSL listeners with a test.conf of their
-own (conformance_secure.py): the kit's `run` cannot pass them security settings.
+Tests of features Brook does not have yet (none today) are left out unless --all. The SSL and SASL
+tests (0097, 0135, 0142) run on a broker with SSL and SASL_SSL listeners with a test.conf of their own
+(conformance_secure.py), and 0126 (OAUTHBEARER/OIDC) against a test identity provider
+(conformance_oidc.py): the kit's `run` cannot pass them security settings.
 
 It starts what it tests: fresh brokers on free loopback ports, replaced every --fresh-every tests
 (some tests leave hundreds of topics behind), as the kit's README asks. The kit's `run` script runs
@@ -31,6 +32,7 @@ from pathlib import Path
 from . import kafka_tools
 from .broker import BrokerProcess
 from .cluster import Cluster
+from .conformance_oidc import OIDC_TESTS, oidc_runner, run_oidc
 from .conformance_secure import (
     SECURE_BROKERS,
     SECURE_TESTS,
@@ -49,7 +51,7 @@ CLUSTER_ONLY = ("0101", "0103")
 # Tests no Brook run can pass whatever it does: they drive Kafka's own Java tools.
 NOT_RUNNABLE = {"0098": "drives Kafka's Java TransactionProducerCli (KAFKA_PATH)"}
 # Tests for what Brook does not have yet; --all runs them.
-NOT_YET = {"0126": "SASL OAUTHBEARER"}
+NOT_YET: dict[str, str] = {}
 # Tests that shell out to Kafka's bin/kafka-topics.sh or bin/kafka-acls.sh (broker-tests.txt leaves them
 # out): they get KAFKA_PATH with stand-ins that run the `brook` CLI (tests/support/kafka_tools.py).
 KAFKA_TOOLS = ("0052", "0077", "0109", "0115", "0119")
@@ -146,13 +148,22 @@ def run_batch(
     return results
 
 
-def run_secure(kit: Path, root: Path, tests: list[str], timeout: int) -> dict[str, str]:
-    """0097/0135/0142, each on fresh brokers with SSL and SASL_SSL listeners."""
-    runner = Path(
+def _runner(kit: Path) -> Path:
+    """The kit's test-runner (its build prints the path; a no-op once built)."""
+    return Path(
         subprocess.run([str(kit / "build")], check=True, capture_output=True, text=True).stdout.split()[-1]
     )
+
+
+def _logs() -> Path:
+    return Path(os.environ.get("CONFORMANCE_DIR", Path.home() / ".cache" / "brook-conformance")) / "logs"
+
+
+def run_secure(kit: Path, root: Path, tests: list[str], timeout: int) -> dict[str, str]:
+    """0097/0135/0142, each on fresh brokers with SSL and SASL_SSL listeners."""
+    runner = _runner(kit)
     secrets = make_secrets(root / "certs")
-    logs = Path(os.environ.get("CONFORMANCE_DIR", Path.home() / ".cache" / "brook-conformance")) / "logs"
+    logs = _logs()
     results = {}
     base = [
         *("--auto-create-topics", "true", "--num-partitions", "4"),
@@ -192,7 +203,15 @@ def main(argv: list[str] | None = None) -> int:
     # Group the tests into runs that share fresh brokers: no-auto-create ones need a cluster of their own,
     # long ones run alone with their own time limit.
     runs: list[tuple[bool, int, list[str], int, tuple[str, ...]]] = []
-    apart = (*NO_AUTOCREATE, *CLUSTER_ONLY, *LONG, *NO_REBALANCE_DELAY, *SECURE_TESTS, *ACL_DENYING)
+    apart = (
+        *NO_AUTOCREATE,
+        *CLUSTER_ONLY,
+        *LONG,
+        *NO_REBALANCE_DELAY,
+        *SECURE_TESTS,
+        *ACL_DENYING,
+        *OIDC_TESTS,
+    )
     for auto, brokers, ids in (
         (True, 3 if a.cluster else 1, [t for t in tests if t not in apart]),
         (True, 3, [t for t in tests if t in CLUSTER_ONLY]),
@@ -218,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                 results |= run_batch(kit, bootstrap, ids, scenario, timeout, tools)
         if secure:
             results |= run_secure(kit, Path(tmp) / "secure", secure, a.timeout)
+        if "0126" in tests:
+            results |= run_oidc(oidc_runner(kit), Path(tmp) / "oidc", a.timeout, _logs())
     counts = {s: sum(1 for v in results.values() if v == s) for s in ("PASS", "FAIL", "TIMEOUT", "SKIP")}
     missing = [t for t in tests if t not in results]
     failed = counts["FAIL"] + counts["TIMEOUT"] + len(missing)

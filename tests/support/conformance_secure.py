@@ -41,7 +41,7 @@ SUBTESTS = {
         "test producer message loss",
         "test reauth in the middle of a txn",
         "test reauth failure with wrong credentials for reauth",
-    )
+    ),
 }
 SSL_PASSWORD = "brook-conformance"
 SCRAM_USER, SCRAM_PASSWORD = "conformance", "conformance-secret"
@@ -201,10 +201,16 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def run_test(
-    runner: Path, test: str, conf: dict[str, str], env: dict[str, str], timeout: int, logs: Path
+    runner: Path,
+    test: str,
+    conf: dict[str, str],
+    env: dict[str, str],
+    timeout: int,
+    logs: Path,
+    subtests: tuple[str, ...] | None = None,
 ) -> str:
-    """A test, or each of its SUBTESTS in turn; PASS only when every one passed."""
-    subs = SUBTESTS.get(test, ())
+    """A test, or each of its sub-tests (`subtests`, else SUBTESTS) in turn; PASS only when every one did."""
+    subs = SUBTESTS.get(test, ()) if subtests is None else subtests
     if not subs:
         return _run_one(runner, test, conf, env, timeout, logs, None)
     statuses = [_run_one(runner, test, conf, env, timeout, logs, sub) for sub in subs]
@@ -236,7 +242,7 @@ def _run_one(
     }
     if subtest is not None:
         full_env["SUBTESTS"] = subtest
-    log = logs / (f"{test}-{subtest.replace(' ', '_')}.log" if subtest else f"{test}.log")
+    log = logs / (f"{test}-{re.sub(r'[^A-Za-z0-9_.-]', '_', subtest)}.log" if subtest else f"{test}.log")
     try:
         with open(log, "w") as out:
             rc = subprocess.run(
