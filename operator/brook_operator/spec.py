@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from brook.config import validate_topic_config
 
 from .brokerconfig import normalize_value, validate_broker_config
+from .oauth_spec import OAuth, parse_oauth, shared_oauth
 
 DEFAULT_ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
 DEFAULT_RACK_TOPOLOGY_KEY = "topology.kubernetes.io/zone"
@@ -84,7 +85,7 @@ class Etcd:
 
 
 LISTENER_TYPES = ("internal", "nodeport", "loadbalancer")
-AUTHENTICATIONS = ("none", "scram-sha-512", "plain", "tls")
+AUTHENTICATIONS = ("none", "scram-sha-512", "plain", "tls", "oauth")
 # The operator's own listener: brokers replicate over it and the operator administers through it.
 REPLICATION_LISTENER = "replication"
 REPLICATION_PORT = 9091
@@ -96,7 +97,8 @@ class Listener:
     port: int = 9092
     type: str = "internal"  # internal | nodeport | loadbalancer
     tls: bool = False
-    authentication: str = "none"  # none | scram-sha-512 | plain | tls (client certificates)
+    authentication: str = "none"  # none | scram-sha-512 | plain | tls (client certificates) | oauth
+    oauth: OAuth | None = None  # authentication oauth: how the brokers check tokens
     # External listeners: the host clients use for broker <ordinal> (else the Service's address), and
     # the first node port (broker i gets node_port + 1 + i, the bootstrap node_port).
     advertised_hosts: dict[int, str] = field(default_factory=dict)
@@ -109,7 +111,7 @@ class Listener:
     @property
     def security_protocol(self) -> str:
         """Kafka's name for what the listener speaks (listener.security.protocol.map)."""
-        sasl = self.authentication in ("scram-sha-512", "plain")
+        sasl = self.authentication in ("scram-sha-512", "plain", "oauth")
         if self.tls:
             return "SASL_SSL" if sasl else "SSL"
         return "SASL_PLAINTEXT" if sasl else "PLAINTEXT"
@@ -413,6 +415,10 @@ def _parse_listeners(
             advertised_hosts=hosts,
             node_port=r.opt_int(li, "nodePort", lp, 30000, 32767),
         )
+        if listener.authentication == "oauth":
+            listener = replace(listener, oauth=parse_oauth(li.get("oauth"), f"{lp}.oauth", r.errors))
+        elif "oauth" in li:
+            r.errors.append(f"{lp}.oauth applies to authentication oauth only")
         if listener.authentication == "tls" and not listener.tls:
             r.errors.append(f"{lp}: authentication tls (client certificates) needs tls: true")
         if listener.node_port is not None and listener.type != "nodeport":
@@ -424,6 +430,7 @@ def _parse_listeners(
         r.errors.append(f"{p}.listeners: names and ports must be unique")
     if out and all(li.external for li in out):
         r.errors.append(f"{p}.listeners needs an internal listener (in-cluster clients, probes)")
+    shared_oauth(tuple(out), p, r.errors)
     return tuple(out) or (Listener(),)
 
 

@@ -176,6 +176,20 @@ def _with(base: dict[str, Any], **spec: Any) -> dict[str, Any]:
         (_with(GOOD_CLUSTER, listeners=[{"name": "Plain", "port": 9092}]), "spec/listeners/0/name"),
         (_with(GOOD_CLUSTER, metrics={"port": 99999}), "spec/metrics/port"),
         (
+            _with(
+                GOOD_CLUSTER,
+                listeners=[
+                    {
+                        "name": "sso",
+                        "port": 9092,
+                        "authentication": "oauth",
+                        "oauth": {"jwksEndpointUri": "idp/keys"},
+                    }
+                ],
+            ),
+            "spec/listeners/0/oauth/jwksEndpointUri",
+        ),
+        (
             _with(GOOD_CLUSTER, autoscaling={"prometheusUrl": "prometheus:9090"}),
             "spec/autoscaling/prometheusUrl",
         ),

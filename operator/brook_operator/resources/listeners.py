@@ -63,7 +63,7 @@ def client_auth_listeners(spec: ClusterSpec) -> list[str]:
 
 
 def sasl_mechanisms(spec: ClusterSpec) -> list[str]:
-    mech = {"scram-sha-512": "SCRAM-SHA-512", "plain": "PLAIN"}
+    mech = {"scram-sha-512": "SCRAM-SHA-512", "plain": "PLAIN", "oauth": "OAUTHBEARER"}
     return sorted({mech[li.authentication] for li in spec.listeners if li.authentication in mech})
 
 

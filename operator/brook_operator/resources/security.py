@@ -64,6 +64,9 @@ def config(cluster: str, spec: ClusterSpec) -> dict[str, str]:
     mechanisms = listeners.sasl_mechanisms(spec)
     if mechanisms:
         env["BROOK_SASL_ENABLED_MECHANISMS"] = ",".join(mechanisms)
+    oauth = next((li.oauth for li in spec.listeners if li.oauth is not None), None)
+    if oauth is not None:
+        env.update(oauth.broker_env())
     if spec.authorization.enabled:
         env["BROOK_AUTHORIZER_CLASS_NAME"] = AUTHORIZER
         supers = [

@@ -184,3 +184,69 @@ def test_advertise_init_refuses_until_its_entry_exists_then_fills_in_the_node(tm
     table = json.dumps({"1": "PLAIN://p:9092,EXTERNAL://{node}:31092"})
     got = asyncio.run(advertise("demo-broker-1", table, out, "n1", kube=kube))  # type: ignore[arg-type]
     assert got == out.read_text() == "PLAIN://p:9092,EXTERNAL://172.18.0.3:31092"
+
+
+OAUTH = {
+    "jwksEndpointUri": "https://idp.example/keys",
+    "validIssuerUri": "https://idp.example",
+    "audience": "kafka",
+}
+
+
+def test_oauth_listeners_enable_oauthbearer_with_the_providers_settings() -> None:
+    spec = parse_cluster(
+        "demo",
+        {
+            "etcd": ETCD,
+            "listeners": [
+                {"name": "plain", "port": 9092},
+                {"name": "sso", "port": 9093, "tls": True, "authentication": "oauth", "oauth": OAUTH},
+                {"name": "scram", "port": 9094, "authentication": "scram-sha-512"},
+            ],
+        },
+    )
+    assert listeners.sasl_mechanisms(spec) == ["OAUTHBEARER", "SCRAM-SHA-512"]
+    assert "SSO:SASL_SSL" in listeners.protocol_map_setting(spec)
+    cfg = security.config("demo", spec)
+    assert cfg["BROOK_SASL_ENABLED_MECHANISMS"] == "OAUTHBEARER,SCRAM-SHA-512"
+    assert cfg["BROOK_SASL_OAUTHBEARER_JWKS_ENDPOINT_URL"] == "https://idp.example/keys"
+    assert cfg["BROOK_SASL_OAUTHBEARER_EXPECTED_ISSUER"] == "https://idp.example"
+    assert cfg["BROOK_SASL_OAUTHBEARER_EXPECTED_AUDIENCE"] == "kafka"
+    assert "BROOK_SASL_OAUTHBEARER_SUB_CLAIM_NAME" not in cfg  # the default, sub
+
+
+@pytest.mark.parametrize(
+    ("listener", "message"),
+    [
+        ({"authentication": "oauth"}, "needs oauth.jwksEndpointUri"),
+        (
+            {"authentication": "oauth", "oauth": {"jwksEndpointUri": "idp:8080/keys"}},
+            "must be an http(s) URL",
+        ),
+        ({"authentication": "plain", "oauth": OAUTH}, "applies to authentication oauth only"),
+        ({"authentication": "oauth", "oauth": {**OAUTH, "userNameClaim": ""}}, "userNameClaim"),
+    ],
+)
+def test_bad_oauth_listeners_are_refused(listener: dict[str, Any], message: str) -> None:
+    from brook_operator.spec import SpecError
+
+    with pytest.raises(SpecError) as e:
+        parse_cluster("demo", {"etcd": ETCD, "listeners": [{"name": "sso", "port": 9092, **listener}]})
+    assert message in str(e.value)
+
+
+def test_oauth_listeners_must_agree() -> None:
+    from brook_operator.spec import SpecError
+
+    other = {**OAUTH, "audience": ["other"]}
+    with pytest.raises(SpecError, match="same oauth settings"):
+        parse_cluster(
+            "demo",
+            {
+                "etcd": ETCD,
+                "listeners": [
+                    {"name": "a", "port": 9092, "authentication": "oauth", "oauth": OAUTH},
+                    {"name": "b", "port": 9093, "authentication": "oauth", "oauth": other},
+                ],
+            },
+        )
