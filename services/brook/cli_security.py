@@ -95,9 +95,15 @@ def security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
             password = Path(a.inter_broker_sasl_password_file).read_text().strip()
         if not password:
             fail("--inter-broker-sasl-username needs BROOK_INTER_BROKER_SASL_PASSWORD or a password file")
-        s.inter_broker_credentials = ClientCredentials(
-            a.sasl_mechanism_inter_broker_protocol.upper(), a.inter_broker_sasl_username, password
-        )
+        mechanism = a.sasl_mechanism_inter_broker_protocol.upper()
+        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            fail(
+                f"--sasl-mechanism-inter-broker-protocol {mechanism}: brokers log in to each other with "
+                "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"
+            )
+        if mechanism not in mechanisms:
+            fail(f"--sasl-mechanism-inter-broker-protocol {mechanism} is not in --sasl-enabled-mechanisms")
+        s.inter_broker_credentials = ClientCredentials(mechanism, a.inter_broker_sasl_username, password)
     elif s.listeners and s.inter_broker_listener().sasl and s.etcd_endpoints:
         fail("the inter-broker listener uses SASL: give --inter-broker-sasl-username")
     authorizer = (a.authorizer_class_name or "").strip()

@@ -57,6 +57,27 @@ def broker(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
             "flush.ms must be an integer from 0 to",
         ),
         (["broker", "--listeners", "FOO://127.0.0.1:0"], {}, "FOO"),
+        (
+            [
+                "broker",
+                "--inter-broker-sasl-username",
+                "b",
+                "--sasl-mechanism-inter-broker-protocol",
+                "OAUTHBEARER",
+            ],
+            {"BROOK_INTER_BROKER_SASL_PASSWORD": "pw"},
+            "brokers log in to each other with PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512",
+        ),
+        (
+            ["broker", "--inter-broker-sasl-username", "b", "--sasl-enabled-mechanisms", "SCRAM-SHA-512"],
+            {"BROOK_INTER_BROKER_SASL_PASSWORD": "pw"},
+            "PLAIN is not in --sasl-enabled-mechanisms",
+        ),
+        (
+            ["broker", "--sasl-enabled-mechanisms", "OAUTHBEARER"],
+            {},
+            "OAUTHBEARER needs --sasl-oauthbearer-jwks-endpoint-url",
+        ),
     ],
 )
 def test_bad_flags_and_variables(tmp_path: Path, args: list[str], env: dict[str, str], fragment: str) -> None:
