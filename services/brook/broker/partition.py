@@ -37,6 +37,9 @@ class ProduceOutcome:
     log_start_offset: int
 
 
+TIMED_OUT = "the in-sync replicas did not confirm in time"
+
+
 @dataclass(slots=True)
 class PartitionRole:
     """What the cluster's metadata says about this partition."""
@@ -91,7 +94,7 @@ class Partition:
         # The led partitions whose ISR the ISR loop must look at (shared by the broker's partitions): this
         # one adds itself when its followers' state may call for a change; see isr_settled.
         self._isr_due: set[Partition] = set() if isr_due is None else isr_due
-        self._acks: list[tuple[int, asyncio.Future[None]]] = []
+        self._acks: dict[asyncio.Future[None], int] = {}  # acks=all waiters -> the offset each needs
         self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
 
     # -- role --------------------------------------------------------------------------------------
@@ -534,18 +537,26 @@ class Partition:
         `leader_epoch` is the one the records were appended in: a caller may only get here after other
         tasks ran, and if leadership moved meanwhile the records may be truncated (and the waiter would
         never be released on a follower), so that answers NOT_LEADER_OR_FOLLOWER at once."""
-        if self.committed(last_offset, leader_epoch):
+        fut = self.commit_future(last_offset, leader_epoch)
+        if fut is None:
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._acks.append((last_offset, fut))
         try:
             await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
-            raise KafkaError(
-                ErrorCode.REQUEST_TIMED_OUT, "the in-sync replicas did not confirm in time"
-            ) from None
-        finally:
-            self._acks = [(o, f) for o, f in self._acks if f is not fut]
+            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, TIMED_OUT) from None
+
+    def commit_future(self, last_offset: int, leader_epoch: int) -> asyncio.Future[None] | None:
+        """wait_committed without a task: None when committed already, else a future the high watermark
+        resolves (or a role change or ISR check fails); cancelling it forgets it. Raises as committed()."""
+        if self.committed(last_offset, leader_epoch):
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks[fut] = last_offset
+        fut.add_done_callback(self._forget_ack)
+        return fut
+
+    def _forget_ack(self, fut: asyncio.Future[None]) -> None:
+        self._acks.pop(fut, None)
 
     def committed(self, last_offset: int, leader_epoch: int) -> bool:
         """acks=all without waiting: True when `last_offset` is committed already (a leader without
@@ -570,7 +581,7 @@ class Partition:
 
     def _release_acks(self) -> None:
         hw = self.high_watermark
-        for offset, fut in self._acks:
+        for fut, offset in list(self._acks.items()):
             if offset < hw and not fut.done():
                 try:
                     self._check_isr_after_append()
@@ -580,7 +591,7 @@ class Partition:
                     fut.set_result(None)
 
     def _fail_acks(self, code: ErrorCode) -> None:
-        for _, fut in self._acks:
+        for fut in list(self._acks):
             if not fut.done():
                 fut.set_exception(KafkaError(code))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 from brook.broker.broker import Broker
-from brook.broker.partition import Partition
+from brook.broker.partition import TIMED_OUT
 from brook.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
@@ -24,7 +24,8 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
     req = decode_produce_request(version, hdr.body)
     results: list[tuple[str, list[PartitionProduceResult]]] = []
-    commits: list[asyncio.Future[None]] = []
+    # acks=all: the partitions still to commit, each as (its future, its results list, the index there)
+    commits: list[tuple[asyncio.Future[None], list[PartitionProduceResult], int]] = []
     bad_acks = req.acks not in (0, 1, -1)
     timeout_s = req.timeout_ms / 1000
     # Kafka's checks: WRITE on the transactional id (if any), then WRITE on each topic.
@@ -54,47 +55,50 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                 # The request's frame is its own buffer (see Connection): offsets are set in it.
                 r = p.append(part.records, req.acks, in_place=True)
                 broker.metrics.on_produce(topic.name, len(part.records), r.last_offset - r.base_offset + 1)
-                # acks=all: no task when the append committed at once (a leader without followers).
-                wait = req.acks == -1 and not p.committed(r.last_offset, p.leader_epoch)
+                # acks=all: a future the high watermark resolves (none when committed at once: a leader
+                # without followers), taken now, in the epoch the records were appended in.
+                fut = p.commit_future(r.last_offset, p.leader_epoch) if req.acks == -1 else None
                 out.append(
                     PartitionProduceResult(
                         part.index, 0, r.base_offset, r.log_append_time, r.log_start_offset
                     )
                 )
-                if wait:
-                    # The epoch now: the commit task starts after other tasks, maybe after a move.
-                    epoch = p.leader_epoch
-                    commit = _committed(broker, p, r.last_offset, epoch, timeout_s, out, len(out) - 1)
-                    commits.append(asyncio.ensure_future(commit))
+                if fut is not None:
+                    commits.append((fut, out, len(out) - 1))
             except KafkaError as e:
                 broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
                 record_errors = tuple(e.record_errors) if isinstance(e, RecordValidationError) else ()
                 out.append(PartitionProduceResult(part.index, e.code, -1, -1, -1, e.message, record_errors))
         results.append((topic.name, out))
     if commits:
-        try:
-            await asyncio.gather(*commits)
-        finally:  # the connection went away: no waiter outlives the request
-            for c in commits:
-                c.cancel()
+        await _all_committed(broker, commits, timeout_s)
     throttle = charge(broker, hdr, PRODUCE_QUOTA, len(hdr.body))
     if req.acks == 0:
         return None
     return encode_produce_response(version, results, throttle)
 
 
-async def _committed(
+async def _all_committed(
     broker: Broker,
-    p: Partition,
-    last_offset: int,
-    leader_epoch: int,
+    commits: list[tuple[asyncio.Future[None], list[PartitionProduceResult], int]],
     timeout_s: float,
-    out: list[PartitionProduceResult],
-    i: int,
 ) -> None:
-    """Wait for one partition's acks=all commit; a failure replaces that partition's result only."""
+    """Wait for every partition's acks=all commit together, one timer for the request and no task per
+    partition; a failure or the timeout replaces that partition's result only."""
     try:
-        await p.wait_committed(last_offset, leader_epoch, timeout_s)
-    except KafkaError as e:
-        broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
-        out[i] = PartitionProduceResult(out[i].index, e.code, -1, -1, -1, e.message)
+        await asyncio.wait([f for f, _, _ in commits], timeout=timeout_s)
+    except BaseException:  # the connection went away: no waiter outlives the request
+        for fut, _, _ in commits:
+            _ = fut.exception() if fut.done() and not fut.cancelled() else fut.cancel()
+        raise
+    for fut, out, i in commits:
+        if not fut.done():
+            fut.cancel()
+            error: BaseException | None = KafkaError(ErrorCode.REQUEST_TIMED_OUT, TIMED_OUT)
+        else:
+            error = fut.exception()
+        if isinstance(error, KafkaError):
+            broker.metrics.on_error(ApiKey.PRODUCE, None, error.code)
+            out[i] = PartitionProduceResult(out[i].index, error.code, -1, -1, -1, error.message)
+        elif error is not None:
+            raise error
