@@ -194,11 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         tests = [t for t in tests if t not in NOT_RUNNABLE]
         if not a.all:
             left = [t for t in tests if t in NOT_YET]
-            print(
-                "not run (features Brook lacks; --all runs them): "
-                + ", ".join(f"{t} ({NOT_YET[t]})" for t in left),
-                flush=True,
-            )
+            if left:
+                print(
+                    "not run (features Brook lacks; --all runs them): "
+                    + ", ".join(f"{t} ({NOT_YET[t]})" for t in left),
+                    flush=True,
+                )
             tests = [t for t in tests if t not in NOT_YET]
     # Group the tests into runs that share fresh brokers: no-auto-create ones need a cluster of their own,
     # long ones run alone with their own time limit.
