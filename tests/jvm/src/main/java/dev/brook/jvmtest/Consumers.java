@@ -118,8 +118,6 @@ final class Consumers {
       }
       case "group_metadata":
         return Json.of(Driver.named(d.consumers, req).groupMetadata());
-      case "list_topics":
-        return new ArrayList<>(Driver.named(d.consumers, req).listTopics(Duration.ofSeconds(30)).keySet());
       default:
         return Producers.UNHANDLED;
     }
