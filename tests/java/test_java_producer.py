@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tests.support.broker import BrokerProcess
-from tests.support.jvm import JavaClients, JavaError
+from tests.support.jvm import JavaClients
 
 pytestmark = pytest.mark.slow
 
@@ -112,9 +112,7 @@ def test_record_near_and_over_max_message_bytes(jbroker: BrokerProcess, java: Ja
 
 
 def test_unknown_topic_not_created(jbroker: BrokerProcess, java: JavaClients) -> None:
-    java.call(
-        "producer", name="p", config={"bootstrap.servers": jbroker.bootstrap, "max.block.ms": "3000"}
-    )
+    java.call("producer", name="p", config={"bootstrap.servers": jbroker.bootstrap, "max.block.ms": "3000"})
     out = java.call("send", name="p", topic="no-such-topic", records=[{"value": "x"}])
     assert out[0]["error"] == "TimeoutException", out
     assert "not present in metadata" in out[0]["message"]

@@ -107,7 +107,9 @@ def test_consume_transform_produce_exactly_once_through_kill(txbroker: BrokerPro
         second.call("subscribe", name="check", topics=["ctp-out"])
         got = second.call("poll", name="check", count=10_000, timeout_ms=8000)
         counts = Counter(r["value"] for r in got)
-        assert set(counts) == {f"IN-{i}" for i in range(200)}, sorted(set(counts) ^ {f"IN-{i}" for i in range(200)})
+        assert set(counts) == {f"IN-{i}" for i in range(200)}, sorted(
+            set(counts) ^ {f"IN-{i}" for i in range(200)}
+        )
         assert [v for v, n in counts.items() if n > 1] == []
         # The aborted transaction's records are in the log, below read_committed's view.
         consumer(second, "raw", txbroker.bootstrap, "g-raw")
@@ -144,7 +146,11 @@ def test_zombie_is_fenced(txbroker: BrokerProcess, java: JavaClients) -> None:
 
 def test_transaction_timeout_aborts(txbroker: BrokerProcess, java: JavaClients) -> None:
     create(java, txbroker.bootstrap, "slowtx", partitions=1)
-    cfg = {"bootstrap.servers": txbroker.bootstrap, "transactional.id": "slow-tx", "transaction.timeout.ms": "1500"}
+    cfg = {
+        "bootstrap.servers": txbroker.bootstrap,
+        "transactional.id": "slow-tx",
+        "transaction.timeout.ms": "1500",
+    }
     java.call("producer", name="p", config=cfg)
     java.call("init_transactions", name="p")
     java.call("begin_transaction", name="p")
