@@ -23,6 +23,7 @@ from .groups import (
 )
 from .leader_epochs import handle_offset_for_leader_epoch
 from .list_offsets import handle_list_offsets
+from .log_dirs import handle_describe_log_dirs
 from .metadata import handle_describe_cluster, handle_metadata
 from .offsets import handle_offset_commit, handle_offset_delete, handle_offset_fetch
 from .produce import handle_produce
@@ -64,6 +65,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
     ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     ApiKey.JOIN_GROUP: handle_join_group,
     ApiKey.SYNC_GROUP: handle_sync_group,

@@ -127,9 +127,14 @@ final class Admins {
         }
         return each(a.alterUserScramCredentials(alts).values());
       }
-      case "describe_scram":
-        return Json.of(req.has("users") ? a.describeUserScramCredentials(strings(req.path("users"))).all().get()
-            : a.describeUserScramCredentials().all().get());
+      case "describe_scram": {
+        if (!req.has("users")) return Json.of(a.describeUserScramCredentials().all().get());
+        // Per user, as the Java API reports them: all() leaves out users without credentials.
+        var r = a.describeUserScramCredentials(strings(req.path("users")));
+        Map<String, Object> out = new LinkedHashMap<>();
+        for (String u : strings(req.path("users"))) out.put(u, outcome(r.description(u)));
+        return out;
+      }
       case "alter_client_quotas": {
         List<ClientQuotaAlteration> alts = new ArrayList<>();
         for (JsonNode e : req.path("entries")) {

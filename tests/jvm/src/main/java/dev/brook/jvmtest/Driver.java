@@ -72,14 +72,14 @@ public final class Driver {
 
   Object dispatch(JsonNode req) throws Exception {
     String op = req.path("op").asText();
-    Object r = producerOps.handle(op, req);
-    if (r != Producers.UNHANDLED) return r;
-    r = consumerOps.handle(op, req);
-    if (r != Producers.UNHANDLED) return r;
-    r = adminOps.handle(op, req);
+    String name = req.path("name").asText();
+    // Calls go to the family of the client they name (producers and admins both abort transactions).
+    Object r = Producers.UNHANDLED;
+    if (op.equals("producer") || producers.containsKey(name)) r = producerOps.handle(op, req);
+    else if (op.equals("consumer") || consumers.containsKey(name)) r = consumerOps.handle(op, req);
+    else if (op.equals("admin") || admins.containsKey(name)) r = adminOps.handle(op, req);
     if (r != Producers.UNHANDLED) return r;
     if (op.equals("close")) {
-      String name = req.path("name").asText();
       java.time.Duration t = java.time.Duration.ofMillis(req.path("timeout_ms").asLong(10000));
       if (producers.containsKey(name)) producers.remove(name).close(t);
       else if (consumers.containsKey(name)) consumers.remove(name).close(t);

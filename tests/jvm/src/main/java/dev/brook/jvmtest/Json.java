@@ -23,7 +23,7 @@ import org.apache.kafka.common.KafkaFuture;
 final class Json {
   private static final Set<String> SKIP = Set.of("hashCode", "toString", "getClass", "notify",
       "notifyAll", "wait", "all", "values", "clone", "iterator", "spliterator", "stream", "builder",
-      "toBuilder", "duplicate", "copy", "isEmpty", "size", "asJava", "asScala");
+      "toBuilder", "duplicate", "copy", "asJava", "asScala");
 
   private Json() {}
 
