@@ -28,7 +28,9 @@ def test_reassign_partition(jcluster: Cluster, java: JavaClients) -> None:
     assert made == {"moving": "ok"}
     java.call("producer", name="p", config={"bootstrap.servers": jcluster.bootstrap})
     java.call("send", name="p", topic="moving", records=[{"value": str(i)} for i in range(100)])
-    assert java.call("alter_reassignments", name="a", reassignments={"moving-0": [1, 2]}) == {"moving-0": "ok"}
+    assert java.call("alter_reassignments", name="a", reassignments={"moving-0": [1, 2]}) == {
+        "moving-0": "ok"
+    }
 
     def moved() -> bool:
         desc = java.call("describe_topics", name="a", topics=["moving"])["moving"]["partitions"][0]

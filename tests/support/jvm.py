@@ -54,8 +54,8 @@ class JavaError(Exception):
     """An exception the Java client raised: `kind` is its simple class name (e.g.
     "TopicAuthorizationException"), `chain` the class of every cause."""
 
-    def __init__(self, kind: str, message: str, chain: list[str]) -> None:
-        super().__init__(f"{kind}: {message}")
+    def __init__(self, kind: str, message: str, chain: list[str], root: str = "") -> None:
+        super().__init__(f"{kind}: {message}" + (f" (root cause {root})" if root and chain[1:] else ""))
         self.kind = kind
         self.message = message
         self.chain = chain
@@ -92,11 +92,13 @@ class JavaClients:
     """One JVM running dev.brook.jvmtest.Driver: the test names clients and calls their methods; each
     call waits for the Java call to return (bounded by `timeout`)."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, jvm_opts: list[str] | None = None) -> None:
+        """`jvm_opts`: e.g. system properties the clients read (-Dname=value)."""
         self.log_path = log_path
         self._log = open(log_path, "a")  # noqa: SIM115 - the child's stderr for the test's life
+        opts = ["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", *(jvm_opts or [])]
         self.proc = subprocess.Popen(
-            java_cmd("dev.brook.jvmtest.Driver", opts=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]),
+            java_cmd("dev.brook.jvmtest.Driver", opts=opts),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
@@ -123,7 +125,7 @@ class JavaClients:
             raise RuntimeError(f"the Java driver exited ({self.proc.poll()}); log: {self.log_path}")
         answer = json.loads(line)
         if "error" in answer:
-            raise JavaError(answer["error"], answer["message"], answer["chain"])
+            raise JavaError(answer["error"], answer["message"], answer["chain"], answer.get("root", ""))
         return answer["ok"]
 
     def close(self) -> None:

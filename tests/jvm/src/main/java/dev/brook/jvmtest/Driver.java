@@ -50,9 +50,12 @@ public final class Driver {
         answer.put("error", e.getClass().getSimpleName());
         answer.put("message", String.valueOf(e.getMessage()));
         var chain = answer.putArray("chain");
+        Throwable root = t;
         for (Throwable c = t; c != null; c = c.getCause() == c ? null : c.getCause()) {
           chain.add(c.getClass().getSimpleName());
+          root = c;
         }
+        answer.put("root", root.getClass().getSimpleName() + ": " + root.getMessage());
       }
       out.println(JSON.writeValueAsString(answer));
     }
