@@ -17,7 +17,7 @@ from brook.protocol.versions import ApiKey
 from brook.transactions.state import TxnState
 
 from .authorized import Operation, ResourceType, allowed, allowed_cluster, filter_allowed
-from .context import Body, check_leader
+from .context import Body
 from .offsets import commit_denials, offset_commits, partition_exists
 
 
@@ -238,8 +238,10 @@ async def handle_describe_producers(broker: Broker, hdr: RequestHeader) -> Body 
             try:
                 if not allowed(broker, Operation.READ, ResourceType.TOPIC, t.name):
                     raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "READ on the topic denied")
+                # Any local replica answers, a follower too (it keeps producer state from what it
+                # fetches), as Kafka does: kafka-transactions.sh find-hanging asks one broker for all
+                # of its partitions.
                 p = broker.replicas.partition(t.name, index)
-                check_leader(p)
                 ongoing = p.producers.ongoing()
                 entry["active_producers"] = [
                     {
