@@ -18,8 +18,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 def install_crds(kubeapi: KubeApi, namespace: str) -> None:
     kubeapi.kubectl("apply", "-f", str(REPO / "manifests" / "crds"))
-    kubeapi.kubectl("wait", "--for=condition=Established", "crd/clusters.brook.dev", "crd/topics.brook.dev",
-                   "crd/users.brook.dev")
+    kubeapi.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "crd/clusters.brook.dev",
+        "crd/topics.brook.dev",
+        "crd/users.brook.dev",
+    )
     kubeapi.kubectl("create", "namespace", namespace)
 
 
