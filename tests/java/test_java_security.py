@@ -212,6 +212,8 @@ def test_wrong_password_refused_fast(env: Env, java: JavaClients) -> None:
     with pytest.raises(JavaError) as e:
         java.call("list_topics", name="a")
     assert e.value.kind == "SaslAuthenticationException", e.value
+    # The broker's refusal (Kafka's words), not the client's own check of the server's signature.
+    assert "due to invalid credentials with SASL mechanism SCRAM-SHA-512" in e.value.message, e.value
     assert time.monotonic() - start < 10
 
 
