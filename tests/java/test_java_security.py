@@ -200,6 +200,20 @@ def test_mutual_tls_principal_from_certificate(env: Env, java: JavaClients) -> N
     roundtrip(java, env.mtls(), "mtls")
 
 
+def test_no_client_certificate_refused_as_kafka_refuses(env: Env, java: JavaClients) -> None:
+    """A listener that requires a certificate refuses a client without one in the TLS handshake, and the
+    alert reaches the client (SslAuthenticationException at once, not a timeout after retries)."""
+    no_cert = {k: v for k, v in env.mtls().items() if not k.startswith("ssl.keystore")}
+    java.call(
+        "admin", name="a", config={**no_cert, "default.api.timeout.ms": "20000", "request.timeout.ms": "5000"}
+    )
+    start = time.monotonic()
+    with pytest.raises(JavaError) as e:
+        java.call("list_topics", name="a")
+    assert e.value.kind == "SslAuthenticationException", e.value
+    assert time.monotonic() - start < 10
+
+
 def test_oauthbearer(env: Env, java: JavaClients) -> None:
     roundtrip(java, env.oauth("oauth-app"), "oauth")
     assert "oauth-app" in env.idp.issued

@@ -44,6 +44,30 @@ def ktls_available() -> bool:
     return hasattr(ssl, "OP_ENABLE_KTLS")
 
 
+class AlertingSSLObject(ssl.SSLObject):
+    """An SSLObject whose failed handshake first reports "want read", then fails.
+
+    asyncio (and uvloop) close the transport on a handshake error without sending what OpenSSL wrote
+    for the peer: the TLS alert saying why (e.g. certificate_required). A client then sees a bare
+    disconnect and retries until its own timeout (Kafka's Java client: "Timed out waiting for a node
+    assignment"), where Kafka's refusal reaches it as SslAuthenticationException at once. Reporting
+    the first failure as SSLWantReadError makes asyncio flush the alert; the error is raised on the next
+    step, which the client's close (or more data, or the handshake timeout) brings."""
+
+    _failed: ssl.SSLError | None = None
+
+    def do_handshake(self) -> None:
+        if self._failed is not None:
+            raise self._failed
+        try:
+            super().do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            raise
+        except ssl.SSLError as e:
+            self._failed = e
+            raise ssl.SSLWantReadError(e.args[0] if e.args else 2, "handshake failed; alert sent") from e
+
+
 def server_context(s: TlsSettings) -> ssl.SSLContext:
     if not s.keystore_location:
         raise ValueError("an SSL or SASL_SSL listener needs --ssl-keystore-location")
@@ -57,6 +81,7 @@ def server_context(s: TlsSettings) -> ssl.SSLContext:
     ctx.verify_mode = CLIENT_AUTH[s.client_auth]
     if s.ktls and ktls_available():
         ctx.options |= ssl.OP_ENABLE_KTLS  # type: ignore[attr-defined,unused-ignore]
+    ctx.sslobject_class = AlertingSSLObject  # documented as settable per context (ssl docs)
     return ctx
 
 
