@@ -245,3 +245,26 @@ def test_missing_acls_refused(env: Env, java: JavaClients) -> None:
     with pytest.raises(JavaError) as e:
         java.call("poll", name="c", count=1, timeout_ms=10000)
     assert e.value.kind == "GroupAuthorizationException", e.value
+
+
+def test_acls_and_authorized_operations_through_the_admin(env: Env, java: JavaClients) -> None:
+    """describeAcls/deleteAcls with filters, and KIP-430's authorized operations as the user sees them."""
+    java.call("admin", name="root", config={"bootstrap.servers": env.broker.bootstrap})
+    alices = java.call("describe_acls", name="root", filter={"principal": "User:alice"})
+    assert sorted((b["pattern"]["resourceType"], b["entry"]["operation"]) for b in alices) == [
+        ("GROUP", "READ"),
+        ("TOPIC", "DESCRIBE"),
+        ("TOPIC", "READ"),
+        ("TOPIC", "WRITE"),
+    ], alices
+    java.call("admin", name="alice", config=env.sasl("SCRAM-SHA-512", "alice", USERS["alice"]))
+    ops = java.call("describe_topics", name="alice", topics=["sec"], authorized_operations=True)["sec"]
+    assert sorted(ops["authorizedOperations"]) == ["DESCRIBE", "READ", "WRITE"], ops
+    grant = {"resource_type": "TOPIC", "resource_name": "sec", "principal": "User:carol", "operation": "READ"}
+    assert set(java.call("create_acls", name="root", acls=[grant]).values()) == {"ok"}
+    deleted = java.call("delete_acls", name="root", filters=[{"principal": "User:carol"}])
+    assert [b["entry"]["principal"] for b in deleted] == ["User:carol"], deleted
+    assert java.call("describe_acls", name="root", filter={"principal": "User:carol"}) == []
+    with pytest.raises(JavaError) as e:  # alice may not describe ACLs (no DESCRIBE on the cluster)
+        java.call("describe_acls", name="alice", filter={})
+    assert e.value.kind == "ClusterAuthorizationException", e.value
