@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.broker import BrokerProcess
+from tests.support.delay_proxy import DelayProxy
 from tests.support.jvm import JavaClients
 
 pytestmark = pytest.mark.slow
@@ -118,3 +121,41 @@ def test_unknown_topic_not_created(jbroker: BrokerProcess, java: JavaClients) ->
     assert "not present in metadata" in out[0]["message"]
     java.call("admin", name="a", config={"bootstrap.servers": jbroker.bootstrap})
     assert "no-such-topic" not in java.call("list_topics", name="a")
+
+
+def test_idempotent_retries_are_written_once(tmp_path: Path, java: JavaClients) -> None:
+    """Responses held back past request.timeout.ms: the Java producer retries batches the broker has
+    already written (same producer id and sequences), and the broker must answer them as duplicates."""
+    broker = BrokerProcess(tmp_path / "data")
+    proxy = DelayProxy(("127.0.0.1", broker.port))
+    # Clients reach the broker only through the proxy: it is the address the broker advertises.
+    broker.args = ["--advertised-port", str(proxy.port), "--auto-create-topics", "false"]
+    broker.start()
+    try:
+        create(java, proxy.endpoint, "retried", partitions=1)
+        java.call(
+            "producer",
+            name="p",
+            config={
+                "bootstrap.servers": proxy.endpoint,
+                "acks": "all",
+                "enable.idempotence": "true",
+                "request.timeout.ms": "1500",
+                "delivery.timeout.ms": "60000",
+                "retry.backoff.ms": "200",
+            },
+        )
+        java.call("send", name="p", topic="retried", records=[{"value": "warm-up"}])
+        proxy.delay_s = 2.5
+        java.call("send_background", name="p", topic="retried", count=40, rate=20, prefix="r")
+        time.sleep(5)  # every request in this window is written, then timed out and sent again
+        proxy.delay_s = 0
+        result = java.call("background_result", name="p", timeout_ms=60_000)
+        assert result["errors"] == [] and len(result["acked"]) == 40, result
+        got = consume_all(java, proxy.endpoint, "retried", 41)
+        values = [r["value"] for r in got]
+        assert values == ["warm-up", *(f"r-{i}" for i in range(40))], values
+        assert [r["offset"] for r in got] == list(range(41))
+    finally:
+        broker.stop()
+        proxy.close()
