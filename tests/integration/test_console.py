@@ -128,7 +128,7 @@ def test_group_lag_is_exact_and_offsets_reset_as_planned(single: str) -> None:
         (["topic", "alter-config", "x"], 2, "nothing to change"),
         (["group", "reset-offsets", "g", "--topic", "t"], 2, "exactly one of"),
         (["topic", "list", "-X", "novalue"], 2, "-X expects key=value"),
-        (["topic", "create", "x", "-p", "0"], 2, ""),
+        (["topic", "create", "x", "-p", "0"], 2, "Invalid value for '--partitions'"),
     ],
 )
 def test_bad_input_is_one_line_with_an_exit_code(

@@ -44,15 +44,20 @@ def ktls_available() -> bool:
     return hasattr(ssl, "OP_ENABLE_KTLS")
 
 
+# Handshake failures that end a TLS client's handshake on the server's verdict about its certificate:
+# the client reads the alert and closes. Other failures (a plaintext client, garbage) close at once.
+_CERTIFICATE_REFUSALS = frozenset({"CERTIFICATE_VERIFY_FAILED", "PEER_DID_NOT_RETURN_A_CERTIFICATE"})
+
+
 class AlertingSSLObject(ssl.SSLObject):
-    """An SSLObject whose failed handshake first reports "want read", then fails.
+    """An SSLObject that, when it refuses a client's certificate, first reports "want read", then fails.
 
     asyncio (and uvloop) close the transport on a handshake error without sending what OpenSSL wrote
-    for the peer: the TLS alert saying why (e.g. certificate_required). A client then sees a bare
+    for the peer: the TLS alert saying why (unknown_ca, certificate_required). A client then sees a bare
     disconnect and retries until its own timeout (Kafka's Java client: "Timed out waiting for a node
-    assignment"), where Kafka's refusal reaches it as SslAuthenticationException at once. Reporting
-    the first failure as SSLWantReadError makes asyncio flush the alert; the error is raised on the next
-    step, which the client's close (or more data, or the handshake timeout) brings."""
+    assignment"), where Kafka's refusal reaches it as SslAuthenticationException at once. Reporting the
+    failure as SSLWantReadError makes asyncio flush the alert; the error is raised on the next step,
+    which the client's close brings (or the handshake timeout, for a client that never closes)."""
 
     _failed: ssl.SSLError | None = None
 
@@ -64,8 +69,10 @@ class AlertingSSLObject(ssl.SSLObject):
         except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
             raise
         except ssl.SSLError as e:
+            if e.reason not in _CERTIFICATE_REFUSALS:
+                raise
             self._failed = e
-            raise ssl.SSLWantReadError(e.args[0] if e.args else 2, "handshake failed; alert sent") from e
+            raise ssl.SSLWantReadError(e.args[0] if e.args else 2, "certificate refused; alert sent") from e
 
 
 def server_context(s: TlsSettings) -> ssl.SSLContext:
