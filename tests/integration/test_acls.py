@@ -28,13 +28,16 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kafka.protocol.admin import DescribeAclsRequest
+from kafka.protocol.producer import InitProducerIdRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from scramp import ScramClient
 
 from tests.support.broker import BrokerProcess
 from tests.support.cluster import Cluster, eventually
 from tests.support.ports import free_port
 from tests.support.raw import RawClient
 
-USERS = {"alice": "alice-secret", "admin": "admin-secret"}
+USERS = {"alice": "alice-secret", "admin": "admin-secret", "dave": "dave-secret"}
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 SECURED = ["--authorizer-class-name", AUTHORIZER, "--super-users", "User:admin;User:ANONYMOUS"]
 
@@ -253,14 +256,35 @@ def test_a_super_user_may_do_everything(env: Env) -> None:
     assert topic in AdminClient(conf).list_topics(timeout=30).topics
 
 
+def _raw_login(env: Env, user: str) -> RawClient:
+    """A raw connection authenticated as `user` (SCRAM-SHA-512 over SaslHandshake v1/SaslAuthenticate)."""
+    raw = RawClient(f"127.0.0.1:{env.sasl_port}")
+    assert raw.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512"), 1).error_code == 0
+    client = ScramClient(["SCRAM-SHA-512"], user, USERS[user])
+    first = raw.request(SaslAuthenticateRequest(auth_bytes=client.get_client_first().encode()), 2)
+    client.set_server_first(first.auth_bytes.decode())
+    final = raw.request(SaslAuthenticateRequest(auth_bytes=client.get_client_final().encode()), 2)
+    assert final.error_code == 0, final
+    client.set_server_final(final.auth_bytes.decode())
+    return raw
+
+
 def test_idempotent_producer_needs_write_somewhere(env: Env) -> None:
-    """InitProducerId: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka 3)."""
+    """InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster or WRITE on some
+    topic (Kafka 3's rule), else CLUSTER_AUTHORIZATION_FAILED. dave has no ACL until the grant."""
+    init = InitProducerIdRequest(
+        transactional_id=None, transaction_timeout_ms=-1, producer_id=-1, producer_epoch=-1
+    )
+    with _raw_login(env, "dave") as raw:
+        refused = raw.request(init, 4)
+    assert refused.error_code == 31 and refused.producer_id == -1, refused  # CLUSTER_AUTHORIZATION_FAILED
     topic = _name("idem-")
     _create_topics(env.admin, topic)
-    conf = {**env.user("alice"), "enable.idempotence": True}
-    # alice may write some "orders-" topics (previous test) or none yet: grant one here to be sure.
-    _grant(env.admin, _acl(ResourceType.TOPIC, topic, AclOperation.WRITE))
-    assert _produce_error(conf, topic) is None
+    _grant(env.admin, _acl(ResourceType.TOPIC, topic, AclOperation.WRITE, principal="User:dave"))
+    with _raw_login(env, "dave") as raw:
+        allowed = raw.request(init, 4)
+    assert allowed.error_code == 0 and allowed.producer_id >= 0, allowed
+    assert _produce_error({**env.user("dave"), "enable.idempotence": True}, topic) is None
 
 
 def test_acl_apis_without_an_authorizer_answer_security_disabled(tmp_path: Path) -> None:
