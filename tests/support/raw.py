@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import struct
 from typing import Any
 
 from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.metadata import ApiVersionsRequest
 
 from brook.protocol.messages import response_class
 
@@ -21,9 +23,18 @@ def readable(sock: socket.socket, seconds: float) -> bool:
 
 
 class RawClient:
-    def __init__(self, bootstrap: str, timeout: float = 10.0, client_id: str = "raw-test") -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+    def __init__(
+        self,
+        bootstrap: str = "",
+        timeout: float = 10.0,
+        client_id: str = "raw-test",
+        sock: socket.socket | ssl.SSLSocket | None = None,
+    ) -> None:
+        """Connects to `bootstrap`, or speaks over `sock`, a connection the caller made (e.g. TLS)."""
+        if sock is None:
+            host, port = bootstrap.rsplit(":", 1)
+            sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = sock
         self._cid = 0
         self.client_id = client_id
 
@@ -38,6 +49,13 @@ class RawClient:
 
     def send_frame(self, payload: bytes) -> None:
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+
+    def served(self) -> bool:
+        """Whether the broker answers an ApiVersions request on this connection (False: it closed it)."""
+        try:
+            return bool(self.request(ApiVersionsRequest(), 3).api_keys)
+        except (ConnectionError, ssl.SSLError):
+            return False
 
     def read_frame(self) -> bytes:
         size = struct.unpack(">i", self._read_exact(4))[0]
