@@ -4,6 +4,10 @@ Kafka checks them, and a session closes; kafka-python (which uses sessions) cons
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import struct
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,7 @@ from kafka.protocol.producer import ProduceRequest
 
 from tests.integration.test_fetch_long_poll import produce
 from tests.support.broker import BrokerProcess
+from tests.support.ports import free_port
 from tests.support.raw import RawClient
 from tests.support.records import batch
 
@@ -113,20 +118,85 @@ def test_an_incremental_session_answers_only_what_changed(broker: BrokerProcess)
         assert fetch(c, sid, 5, {}).error_code == 70
 
 
-def test_kafka_python_consumes_through_sessions(broker: BrokerProcess) -> None:
+class FetchRecorder:
+    """A loopback proxy in front of one broker that decodes every Fetch request passing through and
+    keeps (session_id, session_epoch, partitions listed): what the client really sent."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.port = free_port()
+        self.fetches: list[tuple[int, int, int]] = []
+        self._upstream = upstream_port
+        self._listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._listener.close()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                client, _ = self._listener.accept()
+                server = socket.create_connection(("127.0.0.1", self._upstream))
+                threading.Thread(target=self._requests, args=(client, server), daemon=True).start()
+                threading.Thread(target=self._pipe, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := src.recv(65536):
+                dst.sendall(data)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+    def _requests(self, src: socket.socket, dst: socket.socket) -> None:
+        reader = src.makefile("rb")
+        with contextlib.suppress(OSError, struct.error):
+            while size_bytes := reader.read(4):
+                frame = reader.read(struct.unpack(">i", size_bytes)[0])
+                api_key, version = struct.unpack_from(">hh", frame)
+                if api_key == F.API_KEY and version >= 12:  # header v2: client id, then tagged fields
+                    (n,) = struct.unpack_from(">h", frame, 8)
+                    body = frame[10 + max(n, 0) + 1 :]  # no header tags from kafka-python
+                    req = F.decode(body, version=version)
+                    listed = sum(len(t.partitions) for t in req.topics)
+                    self.fetches.append((req.session_id, req.session_epoch, listed))
+                dst.sendall(size_bytes + frame)
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+def test_kafka_python_consumes_through_sessions(tmp_path: Path) -> None:
+    """kafka-python opens a session, then sends incremental fetches (session id and a rising epoch,
+    unchanged partitions left out) and gets every record through them."""
     from kafka import KafkaConsumer, KafkaProducer
 
-    topic = "kp-sessions"
-    producer = KafkaProducer(bootstrap_servers=broker.bootstrap)
-    for i in range(50):
-        producer.send(topic, f"v{i}".encode(), partition=i % 2)
-    producer.flush(30)
-    producer.close()
-    consumer = KafkaConsumer(
-        topic, bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10000
-    )
+    b = BrokerProcess(tmp_path / "data", args=["--num-partitions", "2"])
+    recorder = FetchRecorder(b.port)
+    b.args += ["--advertised-port", str(recorder.port)]  # clients reach the broker only through it
+    b.start()
     try:
-        got = {m.value for m in consumer}
+        topic = "kp-sessions"
+        producer = KafkaProducer(bootstrap_servers=b.bootstrap)
+        for i in range(50):
+            producer.send(topic, f"v{i}".encode(), partition=i % 2)
+        producer.flush(30)
+        producer.close()
+        consumer = KafkaConsumer(
+            topic, bootstrap_servers=f"127.0.0.1:{recorder.port}", auto_offset_reset="earliest",
+            consumer_timeout_ms=5000,
+        )  # fmt: skip
+        try:
+            got = {m.value for m in consumer}
+        finally:
+            consumer.close()
+        assert got == {f"v{i}".encode() for i in range(50)}
+        sessions = {sid for sid, epoch, _ in recorder.fetches if sid != 0 and epoch > 0}
+        assert len(sessions) == 1, recorder.fetches[:10]
+        incremental = [(sid, epoch, n) for sid, epoch, n in recorder.fetches if sid in sessions]
+        assert [e for _, e, _ in incremental[:3]] == [1, 2, 3], recorder.fetches[:10]
+        assert any(n == 0 for _, _, n in incremental), recorder.fetches[
+            :10
+        ]  # nothing changed: nothing listed
     finally:
-        consumer.close()
-    assert got == {f"v{i}".encode() for i in range(50)}
+        b.stop()
+        recorder.close()
