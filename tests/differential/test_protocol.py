@@ -8,7 +8,7 @@ import pytest
 
 from brook.protocol.messages import encode_request
 from brook.protocol.versions import ApiKey
-from tests.support.differential import CLOSED, Wire, agree
+from tests.support.differential import CLOSED, Wire, agree, differences
 
 pytestmark = pytest.mark.slow
 
@@ -86,3 +86,36 @@ def test_unknown_versions_close_the_connection(peers: tuple[str, str], api_key: 
     for bootstrap in peers:
         with Wire(bootstrap) as w:
             assert w.send_body(api_key, version, body) == CLOSED, bootstrap
+
+
+def _bodies() -> dict[str, tuple[int, int, bytes]]:
+    """Malformed request bodies: (API key, version, body)."""
+    meta = encode_request(ApiKey.METADATA, 12, {"topics": [{"name": "p-topic"}]})
+    create = encode_request(
+        ApiKey.CREATE_TOPICS,
+        7,
+        {"topics": [{"name": "p-topic", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 1000},
+    )
+    # Metadata v12's body: topics (compact array: count + 1), then the first topic's uuid and name.
+    long_name = meta[:17] + b"\x7f" + meta[18:]  # the name's compact length (varint) says 126 bytes
+    return {
+        "truncated": (ApiKey.METADATA, 12, meta[:-3]),
+        "compact-string-too-long": (ApiKey.METADATA, 12, long_name),
+        "compact-array-too-long": (ApiKey.METADATA, 12, b"\x7f" + meta[1:]),
+        "negative-array": (ApiKey.METADATA, 4, b"\xff\xff\xff\xfe\x00"),
+        "create-truncated": (ApiKey.CREATE_TOPICS, 7, create[: len(create) // 2]),
+        "empty-body": (ApiKey.CREATE_TOPICS, 7, b""),
+    }
+
+
+@pytest.mark.parametrize("case", list(_bodies()))
+def test_malformed_bodies(peers: tuple[str, str], case: str) -> None:
+    """Bodies that cannot be parsed (lengths past the end, truncated): neither broker answers, both
+    close the connection. A negative array count other than -1 reads as empty in both."""
+    api_key, version, body = _bodies()[case]
+    answers = []
+    for bootstrap in peers:
+        with Wire(bootstrap) as w:
+            answers.append(w.send_body(api_key, version, body))
+    assert not differences(*answers)
+    assert (answers[0] == CLOSED) == (case != "negative-array"), answers
