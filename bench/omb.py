@@ -14,7 +14,8 @@ group reading everything. For each rate: a warm-up, then the measured period:
 - the achieved rate; each broker's CPU-seconds per GB produced (utime+stime from /proc) and the machine's
   other busy time (what shares the cores).
 Without --bootstrap it starts etcd and 3 brokers itself (bench/cluster_bench.py's cluster, production
-timings). Raw results go to bench/results/omb-<time>.json (bench/raw.py). MB = 10^6 bytes.
+timings); with --kafka, 3 nodes of Apache Kafka 4.4 instead (bench/side_by_side.py runs both).
+Raw results go to bench/results/omb-<time>.json (bench/raw.py). MB = 10^6 bytes.
 
 `--client c` runs librdkafka's C clients instead of confluent-kafka Python processes, which on this
 2-core machine take more CPU than the brokers: rdkafka_performance (built by scripts/conformance) as the
@@ -294,6 +295,13 @@ def measured_part(files: list[Path], skip: float) -> list[float]:
     return out
 
 
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -317,6 +325,8 @@ class Result:
     producer_windows: dict[str, dict[str, float]] | None = None
     # Paced C or Go producers: the last line each wrote ("produced N, delivered M, failed F, ...").
     producer_reports: list[str] | None = None
+    # Each broker's resident set (VmRSS) at the end of the measured period, MiB.
+    broker_rss_mib: dict[int, float] | None = None
 
 
 def run_rate(bootstrap: str, pids: dict[int, int], a: argparse.Namespace, rate: float | None) -> Result:
@@ -441,6 +451,12 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=10.0)
     ap.add_argument("--duration", type=float, default=30.0)
     ap.add_argument("--bootstrap", default=None, help="an existing cluster (broker CPU is then not measured)")
+    ap.add_argument(
+        "--kafka",
+        action="store_true",
+        help="Apache Kafka 4.4 instead of Brook: 3 KRaft nodes (broker and controller each), -Xmx1g -Xms1g "
+        "(tests/support/kafka_peer.py), Kafka's default settings",
+    )
     ap.add_argument("--quick", action="store_true", help="10 partitions, 3 s warm-up, 8 s runs")
     ap.add_argument(
         "--client",
@@ -474,9 +490,15 @@ def main() -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     bc = None
+    kafka = None
     pids: dict[int, int] = {}
     bootstrap = a.bootstrap
-    if bootstrap is None:
+    if a.kafka:
+        from tests.support.kafka_peer import KafkaPeer
+
+        kafka = KafkaPeer(Path(tempfile.mkdtemp(prefix="omb-kafka-")), nodes=3, heap="1g").start()
+        bootstrap, pids = kafka.bootstrap, kafka.pids()
+    elif bootstrap is None:
         from cluster_bench import BenchCluster
 
         bc = BenchCluster(Path(tempfile.mkdtemp(prefix="omb-")), lease_ttl=6).start()
@@ -489,17 +511,19 @@ def main() -> None:
         time.sleep(2)
         for rate in rates:
             r = run_rate(bootstrap, pids, a, rate)
+            r.broker_rss_mib = {b: rss_mib(pid) for b, pid in pids.items()}
             results.append(r)
             target = "max" if rate is None else f"{rate:g}"
             cpu = " ".join(f"b{b}:{v:.2f}" for b, v in sorted(r.broker_cpu_s_per_gb.items()))
             pct_s = " ".join(f"b{b}:{v:.0f}%" for b, v in sorted(r.broker_pct.items()))
+            rss = " ".join(f"b{b}:{v:.0f}" for b, v in sorted((r.broker_rss_mib or {}).items()))
             print(
                 f"target {target} MB/s: achieved {r.achieved_mb_s:.1f} MB/s ({r.records:,} records); "
                 f"publish ms p50 {r.publish_ms['p50']:.1f} p99 {r.publish_ms['p99']:.1f} "
                 f"p99.9 {r.publish_ms['p99.9']:.1f} max {r.publish_ms['max']:.1f}; "
                 f"end-to-end ms p50 {r.e2e_ms['p50']:.1f} p99 {r.e2e_ms['p99']:.1f} "
                 f"p99.9 {r.e2e_ms['p99.9']:.1f} max {r.e2e_ms['max']:.1f}; "
-                f"broker CPU-s/GB {cpu}; broker {pct_s}; other {r.other_pct:.0f}%",
+                f"broker CPU-s/GB {cpu}; broker {pct_s}; other {r.other_pct:.0f}%; RSS MiB {rss}",
                 flush=True,
             )
             for b, w in (r.producer_windows or {}).items():
@@ -508,6 +532,9 @@ def main() -> None:
             for i, line in enumerate(r.producer_reports or []):
                 print(f"  producer {i}: {line}", flush=True)
     finally:
+        if kafka is not None:
+            kafka.stop()
+            shutil.rmtree(kafka.root, ignore_errors=True)
         if bc is not None:
             bc.stop()
             shutil.rmtree(bc.root, ignore_errors=True)  # a max-rate run leaves tens of GB of logs

@@ -6,6 +6,9 @@
     scripts/conformance 0054 0081 0102       # some tests
     scripts/conformance --cluster 0101 0102  # on etcd + 3 brokers in racks RACK0..RACK2; no test
                                              # ids: the list's cluster set
+    scripts/conformance --against kafka 0081 # the same tests against Apache Kafka 4.4 (KRaft, 1 node
+                                             # or 3, -Xmx1g), set up as trivup sets up Kafka for them
+    scripts/conformance --rebalance-delay-ms 3000 0081   # every broker with this initial delay
 Tests of features Brook does not have yet (none today) are left out unless --all. The SSL and SASL
 tests (0097, 0135, 0142) run on a broker with SSL and SASL_SSL listeners with a test.conf of their own
 (conformance_secure.py), and 0126 (OAUTHBEARER/OIDC) against a test identity provider
@@ -41,6 +44,7 @@ from .conformance_secure import (
     run_test,
     secure_brook,
 )
+from .kafka_peer import KafkaPeer, librdkafka_harness
 
 REPO = Path(__file__).resolve().parents[2]
 RACK_AWARE = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
@@ -131,6 +135,18 @@ def brook(
         cluster.stop()
 
 
+@contextmanager
+def kafka(root: Path, brokers: int, auto_create: bool, extra: tuple[str, ...] = ()) -> Iterator[str]:
+    """Yields the bootstrap of Apache Kafka (1 or N KRaft nodes) as trivup sets it up for librdkafka:
+    4 partitions, an authorizer that allows what no ACL covers. `extra`: Brook flags, translated."""
+    config = librdkafka_harness() | {"auto.create.topics.enable": str(auto_create).lower()}
+    flags = dict(zip(extra[::2], extra[1::2], strict=True))
+    if "--group-initial-rebalance-delay-ms" in flags:
+        config["group.initial.rebalance.delay.ms"] = flags["--group-initial-rebalance-delay-ms"]
+    with KafkaPeer(root, nodes=brokers, heap="1g", config=config).start() as peer:
+        yield peer.bootstrap
+
+
 def run_batch(
     kit: Path, bootstrap: str, tests: list[str], scenario: str, timeout: int, tools: Path | None = None
 ) -> dict[str, str]:
@@ -188,6 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fresh-every", type=int, default=20, help="tests per fresh broker (default 20)")
     p.add_argument("--all", action="store_true", help="also the tests of features Brook does not have yet")
     p.add_argument("--timeout", type=int, default=300, help="seconds per test (default 300; 0113: 1200)")
+    p.add_argument("--against", choices=["brook", "kafka"], default="brook", help="the broker under test")
+    p.add_argument(
+        "--rebalance-delay-ms", type=int, default=None, help="group.initial.rebalance.delay.ms of every run"
+    )
     a = p.parse_args(argv)
     kit = kit_dir()
     subprocess.run([str(kit / "build")], check=True, stdout=subprocess.DEVNULL)
@@ -239,9 +259,19 @@ def main(argv: list[str] | None = None) -> int:
         tools = kafka_dist.install(Path(tmp) / "kafka")
         for n, (auto, brokers, ids, timeout, extra) in enumerate(runs):
             acl_denying = all(t in ACL_DENYING for t in ids)
-            with brook(Path(tmp) / f"run-{n}", brokers, auto, extra, acl_denying) as bootstrap:
+            if a.rebalance_delay_ms is not None:
+                extra = (*extra, "--group-initial-rebalance-delay-ms", str(a.rebalance_delay_ms))
+            under_test = (
+                kafka(Path(tmp) / f"run-{n}", brokers, auto, extra)
+                if a.against == "kafka"
+                else brook(Path(tmp) / f"run-{n}", brokers, auto, extra, acl_denying)
+            )
+            with under_test as bootstrap:
                 scenario = "default" if auto else "noautocreate"
                 results |= run_batch(kit, bootstrap, ids, scenario, timeout, tools)
+        if a.against == "kafka" and (secure or "0126" in tests):
+            print("not run against Kafka: the SSL, SASL and OIDC tests (their set-up is Brook's)", flush=True)
+            secure, tests = [], [t for t in tests if t != "0126"]
         if secure:
             results |= run_secure(kit, Path(tmp) / "secure", secure, a.timeout)
         if "0126" in tests:

@@ -84,6 +84,10 @@ class Partition:
         self.role = (
             PartitionRole(node_id, epoch, [node_id], [node_id]) if leads else PartitionRole(-1, epoch, [], [])
         )
+        if (
+            leads
+        ):  # its epoch starts at the log end, as become_leader records (ListOffsets, OffsetForLeaderEpoch)
+            self.epochs.assign(epoch, log.log_end_offset)
         self._hw = log.log_end_offset
         # A follower serves consumers (KIP-392) only once its current leader has told it the high
         # watermark: until then its own value may be stale, above records about to be truncated.

@@ -228,7 +228,8 @@ class GroupCoordinator(GroupMembership):
 
     def describe(self, group_id: str) -> tuple[ErrorCode, Group | None]:
         try:
-            self.check_coordinator(group_id)
+            if group_id:  # Kafka describes the empty id as a group that does not exist (Dead)
+                self.check_coordinator(group_id)
         except KafkaError as e:
             return e.code, None
         return ErrorCode.NONE, self._groups.get(group_id)

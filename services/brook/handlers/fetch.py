@@ -142,7 +142,9 @@ class _Read:
                             start = p.log.log_start_offset
                             lso = p.last_stable_offset
                             parts.append(
-                                FetchPartitionResult(fp.partition, 0, hw, lso, start, None, preferred)
+                                FetchPartitionResult(
+                                    fp.partition, 0, hw, lso, start, None, preferred, aborted=None
+                                )
                             )
                             self.redirected = True
                             continue
@@ -152,7 +154,14 @@ class _Read:
                     if session is not None:
                         session.read(key, p, again)
                 except KafkaError as e:
-                    parts.append(FetchPartitionResult(fp.partition, e.code, -1, -1, -1, None))
+                    # Kafka's answers: null aborted transactions for what its read refused, an empty
+                    # list for a partition it does not know.
+                    unknown = e.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    parts.append(
+                        FetchPartitionResult(
+                            fp.partition, e.code, -1, -1, -1, None, aborted=[] if unknown else None
+                        )
+                    )
                     if session is not None:
                         session.read(key, None, True)
                     if p is not None and self.clock is not None:
@@ -173,7 +182,8 @@ class _Read:
         start = p.log.log_start_offset
         limit = min(fp.partition_max_bytes, self.remaining)
         records: bytes | RecordsRef | None = None
-        aborted: list[tuple[int, int]] = []
+        # read_uncommitted: null, read_committed: the list (Kafka's answers; errors elsewhere: empty)
+        aborted: list[tuple[int, int]] | None = [] if self.committed else None
         at_end = start <= fp.fetch_offset == upper
         if (limit > 0 or self.total == 0) and not at_end:
             s = p.log.read(

@@ -254,7 +254,7 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
 async def handle_delete_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.DELETE_GROUPS, v, hdr.body)
-    names = list(req.groups_names)
+    names = list(dict.fromkeys(req.groups_names))  # a group named twice is deleted once, answered once
     may = filter_allowed(broker, Operation.DELETE, ResourceType.GROUP, names)
     results = await broker.groups.delete_groups([g for g in names if g in may])
     results.update({g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names if g not in may})

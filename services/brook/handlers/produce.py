@@ -10,6 +10,7 @@ import asyncio
 
 from brook.broker.broker import Broker
 from brook.broker.partition import TIMED_OUT
+from brook.protocol.batch import check_produce_records
 from brook.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
@@ -18,6 +19,17 @@ from brook.protocol.versions import ApiKey
 from .authorized import Operation, ResourceType, allowed
 from .context import Body
 from .throttle import PRODUCE_QUOTA, charge
+
+# Append errors Kafka's ReplicaManager answers without the log start offset.
+_NO_LOG_START = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.MESSAGE_TOO_LARGE,
+    ErrorCode.RECORD_LIST_TOO_LARGE,
+    ErrorCode.CORRUPT_MESSAGE,
+    ErrorCode.KAFKA_STORAGE_ERROR,
+    ErrorCode.UNKNOWN_TOPIC_ID,
+}
 
 
 async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -42,6 +54,7 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
             else None
         )
         for part in topic.partitions:
+            p = None
             try:
                 if denied is not None:
                     raise KafkaError(denied, f"WRITE to topic '{topic.name}' is not authorized")
@@ -51,7 +64,9 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                     )
                 if part.records is None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "records are null")
-                p = broker.replicas.partition(topic.name, part.index)
+                target = broker.replicas.partition(topic.name, part.index)
+                check_produce_records(part.records)  # Kafka's KafkaApis checks: no log start offset
+                p = target
                 # The request's frame is its own buffer (see Connection): offsets are set in it.
                 r = p.append(part.records, req.acks, in_place=True)
                 broker.metrics.on_produce(topic.name, len(part.records), r.last_offset - r.base_offset + 1)
@@ -68,7 +83,12 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
             except KafkaError as e:
                 broker.metrics.on_error(ApiKey.PRODUCE, None, e.code)
                 record_errors = tuple(e.record_errors) if isinstance(e, RecordValidationError) else ()
-                out.append(PartitionProduceResult(part.index, e.code, -1, -1, -1, e.message, record_errors))
+                # Kafka answers the log start offset with the errors of the append itself (sequences,
+                # epochs, record validation, too few in-sync replicas), -1 with the others.
+                start = p.log.log_start_offset if p is not None and e.code not in _NO_LOG_START else -1
+                out.append(
+                    PartitionProduceResult(part.index, e.code, -1, -1, start, e.message, record_errors)
+                )
         results.append((topic.name, out))
     if commits:
         await _all_committed(broker, commits, timeout_s)

@@ -54,16 +54,20 @@ async def handle_describe_client_quotas(broker: Broker, hdr: RequestHeader) -> B
     req = messages.decode_request(ApiKey.DESCRIBE_CLIENT_QUOTAS, hdr.api_version, hdr.body)
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": []}
     types = [c.entity_type for c in req.components]
+    # Kafka's checks in its order; a refusal answers null entries.
+    refusal: tuple[ErrorCode, str] | None = None
     if not allowed_cluster(broker, Operation.DESCRIBE_CONFIGS):
-        body.update(
-            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message="DESCRIBE_CONFIGS denied"
-        )
-    elif len(set(types)) != len(types) or any(t not in ENTITY_TYPES for t in types):
-        body.update(
-            error_code=ErrorCode.INVALID_REQUEST, error_message=f"invalid filter entity types {types}"
-        )
+        refusal = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "DESCRIBE_CONFIGS denied"
+    elif any(t not in ENTITY_TYPES for t in types):
+        refusal = ErrorCode.UNSUPPORTED_VERSION, f"custom entity types are not supported: {types}"
+    elif len(set(types)) != len(types):
+        refusal = ErrorCode.INVALID_REQUEST, f"an entity type appears twice in the filter: {types}"
     elif any(c.match_type not in (EXACT, DEFAULT_MATCH, SPECIFIED) for c in req.components):
-        body.update(error_code=ErrorCode.INVALID_REQUEST, error_message="unknown match type")
+        refusal = ErrorCode.INVALID_REQUEST, "unknown match type"
+    elif any((c.match_type == EXACT) != (c.match is not None) for c in req.components):
+        refusal = ErrorCode.INVALID_REQUEST, "a match string is given with EXACT, and only with EXACT"
+    if refusal is not None:
+        body.update(error_code=refusal[0], error_message=refusal[1], entries=None)
     else:
         body["entries"] = [
             {

@@ -20,7 +20,16 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
     version = hdr.api_version
     req = messages.decode_request(ApiKey.CREATE_TOPICS, version, hdr.body)
     results: list[dict[str, Any]] = []
+    # A name given twice is refused once, and neither copy created (Kafka's ControllerApis).
+    names = [t.name for t in req.topics]
+    duplicates = {n for n in names if names.count(n) > 1}
+    for name in sorted(duplicates):
+        results.append(
+            _duplicate(name) | {"topic_id": ZERO_UUID, "num_partitions": -1, "replication_factor": -1}
+        )
     for t in req.topics:
+        if t.name in duplicates:
+            continue
         configs = {c.name: c.value for c in t.configs}
         entry: dict[str, Any] = {
             "name": t.name,
@@ -71,6 +80,10 @@ async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
     return messages.encode_response(ApiKey.CREATE_TOPICS, version, {"throttle_time_ms": 0, "topics": results})
 
 
+def _duplicate(name: str) -> dict[str, Any]:
+    return {"name": name, "error_code": ErrorCode.INVALID_REQUEST, "error_message": "Duplicate topic name."}
+
+
 def _manual_assignment(t: Any) -> list[list[int]]:
     """CreateTopics' replicas per partition, which come instead of the counts (Kafka's rules)."""
     if t.num_partitions != -1 or t.replication_factor != -1:
@@ -96,7 +109,18 @@ async def handle_delete_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
     else:
         targets = [(name, bytes(16)) for name in req.topic_names]
     results: list[dict[str, Any]] = []
+    # Names or ids given twice are refused once each and nothing of them deleted (Kafka's ControllerApis).
+    seen = [n if n is not None else tid for n, tid in targets]
+    duplicates = {k for k in seen if seen.count(k) > 1}
+    for key in duplicates:
+        if isinstance(key, str):
+            results.append(_duplicate(key) | {"topic_id": ZERO_UUID})
+        else:
+            results.append({"name": None, "topic_id": as_uuid(key), "error_code": ErrorCode.INVALID_REQUEST,
+                            "error_message": "Duplicate topic id."})  # fmt: skip
     for name, tid in targets:
+        if (name if name is not None else tid) in duplicates:
+            continue
         try:
             if name is None:
                 meta = broker.replicas.topic_by_id(tid)
@@ -125,8 +149,12 @@ async def handle_delete_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
 async def handle_create_partitions(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
     req = messages.decode_request(ApiKey.CREATE_PARTITIONS, version, hdr.body)
-    results: list[dict[str, Any]] = []
+    names = [t.name for t in req.topics]
+    duplicates = {n for n in names if names.count(n) > 1}
+    results: list[dict[str, Any]] = [_duplicate(n) for n in sorted(duplicates)]
     for t in req.topics:
+        if t.name in duplicates:
+            continue
         try:
             require(broker, Operation.ALTER, ResourceType.TOPIC, t.name)
             assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None

@@ -172,9 +172,10 @@ async def handle_describe_transactions(broker: Broker, hdr: RequestHeader) -> Bo
     req = messages.decode_request(ApiKey.DESCRIBE_TRANSACTIONS, v, hdr.body)
     states: list[dict[str, Any]] = []
     for tid in req.transactional_ids:
+        # An error answers the schema's zeros, as Kafka's coordinator does.
         entry: dict[str, Any] = {"transactional_id": tid, "error_code": 0, "transaction_state": "",
-                                 "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
-                                 "producer_id": -1, "producer_epoch": -1, "topics": []}  # fmt: skip
+                                 "transaction_timeout_ms": 0, "transaction_start_time_ms": 0,
+                                 "producer_id": 0, "producer_epoch": 0, "topics": []}  # fmt: skip
         try:
             if not allowed(broker, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, tid):
                 raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)

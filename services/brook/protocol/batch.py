@@ -87,6 +87,30 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return h
 
 
+def check_produce_records(buf: bytes | bytearray | memoryview) -> None:
+    """Kafka's ProduceRequest.validateRecords (v3+) on a partition's records, with its error codes:
+    exactly one whole batch of magic 2 (INVALID_RECORD otherwise), CORRUPT_MESSAGE for a length
+    below any record's overhead or a magic no Kafka ever wrote. Only the first 17 bytes are read."""
+    n = len(buf)
+    if n >= LOG_OVERHEAD:
+        size = LOG_OVERHEAD + _I.unpack_from(buf, 8)[0]
+        if size < LOG_OVERHEAD + 14:  # Kafka's LegacyRecord.RECORD_OVERHEAD_V0
+            raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"record size {size - LOG_OVERHEAD} is too small")
+        if n >= 17:
+            magic = struct.unpack_from(">b", buf, 16)[0]
+            if not 0 <= magic <= 2:
+                raise KafkaError(ErrorCode.CORRUPT_MESSAGE, f"invalid magic {magic} in the record batch")
+            if n >= size:
+                if magic != 2:
+                    raise KafkaError(ErrorCode.INVALID_RECORD, "only record batches of magic 2 are allowed")
+                if n > size:
+                    raise KafkaError(
+                        ErrorCode.INVALID_RECORD, "exactly one record batch per partition is allowed"
+                    )
+                return
+    raise KafkaError(ErrorCode.INVALID_RECORD, "a partition's records must hold one whole record batch")
+
+
 def peek_offset_and_size(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int]:
     """(baseOffset, total size) of the batch at `pos` from its first 12 bytes."""
     base, length = _OFFSET_LEN.unpack_from(buf, pos)

@@ -98,8 +98,9 @@ class FetchPartitionResult:
     log_start_offset: int
     records: bytes | bytearray | memoryview | RecordsRef | None
     preferred_read_replica: int = -1
-    # (producer id, first offset) of aborted transactions in the returned range (read_committed)
-    aborted: list[tuple[int, int]] = field(default_factory=list)
+    # (producer id, first offset) of aborted transactions in the returned range (read_committed); None
+    # (null on the wire) where Kafka answers null: a read_uncommitted read, or one its read refused
+    aborted: list[tuple[int, int]] | None = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -297,7 +298,11 @@ def encode_fetch_response(
             else:
                 cur += _RESP_P4.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
             aborted = p.aborted
-            cur += uvarint_bytes(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+            if aborted is None:
+                cur += b"\x00" if flexible else b"\xff\xff\xff\xff"
+                aborted = []
+            else:
+                cur += uvarint_bytes(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
             for pid, first in aborted:
                 cur += _ABORTED.pack(pid, first)
                 if flexible:

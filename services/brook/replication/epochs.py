@@ -42,14 +42,16 @@ class LeaderEpochCache:
         return self._epochs[i] if i >= 0 else UNDEFINED_EPOCH
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) as OffsetForLeaderEpoch answers: the largest epoch ≤ `epoch` and the start
-        of the next epoch (or the log end for the latest)."""
-        if not self._epochs or epoch < self._epochs[0]:
+        """(epoch, end offset) as OffsetForLeaderEpoch answers (Kafka's LeaderEpochFileCache.endOffsetFor):
+        the latest epoch ends at the log end; an older one at the start of the next epoch, with the
+        largest known epoch ≤ `epoch` (or `epoch` itself when older than all); an epoch newer than any
+        known is undefined."""
+        if self._epochs and epoch == self._epochs[-1]:
+            return epoch, log_end_offset
+        i = bisect.bisect_right(self._epochs, epoch)  # the first epoch newer than `epoch`
+        if epoch == UNDEFINED_EPOCH or i == len(self._epochs):
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        i = bisect.bisect_right(self._epochs, epoch) - 1
-        if i == len(self._epochs) - 1:
-            return self._epochs[i], log_end_offset
-        return self._epochs[i], self._starts[i + 1]
+        return (self._epochs[i - 1] if i > 0 else epoch), self._starts[i]
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Forget epochs that start at or after `end_offset` (the log was truncated there)."""

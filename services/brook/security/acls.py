@@ -165,8 +165,8 @@ def check_new(binding: AclBinding) -> None:
         raise InvalidAcl("Resource name should not be empty")
     if p.resource_type == ResourceType.CLUSTER and p.name != CLUSTER_NAME:
         raise InvalidAcl(f"The only valid name for the CLUSTER resource is {CLUSTER_NAME}")
-    kind, sep, name = e.principal.partition(":")
-    if not sep or not kind or not name:
+    kind, sep, _ = e.principal.partition(":")
+    if not sep or not kind:  # "User:" (an empty name) is a principal to Kafka
         raise InvalidAcl(f"Could not parse principal from `{e.principal}` (no colon is found)")
     if not e.host:
         raise InvalidAcl("Invalid host: it must not be empty (use * for any host)")

@@ -310,3 +310,6 @@ def test_leader_stamps_its_epoch_and_records_where_it_starts(tmp_path: Path, clo
     assert p.epochs.end_offset_for(3, p.log.log_end_offset) == (3, 2)
     assert p.epochs.end_offset_for(4, p.log.log_end_offset) == (3, 2)
     assert p.epochs.end_offset_for(5, p.log.log_end_offset) == (5, 5)
+    # As Kafka: older than any epoch ends where the first starts, newer than any is undefined.
+    assert p.epochs.end_offset_for(2, p.log.log_end_offset) == (2, 0)
+    assert p.epochs.end_offset_for(6, p.log.log_end_offset) == (-1, -1)
