@@ -5,6 +5,9 @@
 - `kubeapi` (module): a fresh emulator on a free 127.0.0.1 port, with a kubeconfig, an environment
   for subprocesses (KUBECONFIG, KUBECACHEDIR, HELM_*_HOME, PATH) and kubectl()/helm()/client().
 - `kube_api_factory` (function): start more emulators with other settings (bookmark interval, history).
+- `kube` (session): a real control plane (tests/e2e/controlplane: etcd, kube-apiserver,
+  kube-controller-manager, kube-scheduler; ~15 s to start) as its admin; `kube.as_service_account()`
+  for a ServiceAccount's token. Shared by the whole run: tests use namespaces of their own.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kubeapi.harness import KubeApi, KubeTools
+from tests.e2e.controlplane import Kube
+from tests.e2e.kubeaccess import KubeTools
+from tests.e2e.kubeapi.harness import KubeApi
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +46,10 @@ def kube_api_factory(tmp_path: Path, kube_tools: KubeTools) -> Iterator[Callable
     yield start
     for kube in started:
         kube.stop()
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory, kube_tools: KubeTools) -> Iterator[Kube]:
+    with Kube.started(tmp_path_factory.mktemp("control-plane"), kube_tools) as k:
+        print(f"\ncontrol plane: {k.url}, started in {k.plane.timings}")
+        yield k

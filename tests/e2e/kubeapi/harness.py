@@ -10,53 +10,20 @@ Used by tests/e2e/conftest.py's fixtures; usable directly from any test or scrip
 from __future__ import annotations
 
 import contextlib
-import os
-import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..kubeaccess import KubeAccess, KubeTools, tool_env
 from .runner import EmulatorThread, write_kubeconfig
 from .server import KubeApiServer
 
-REPO = Path(__file__).resolve().parents[3]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class KubeTools:
-    """Where kubectl and helm are: $BROOK_KUBE_TOOLS (a bin dir) or <repo>/.tools/bin."""
-
-    bin_dir: Path
-
-    @property
-    def kubectl(self) -> Path:
-        return self.bin_dir / "kubectl"
-
-    @property
-    def helm(self) -> Path:
-        return self.bin_dir / "helm"
-
-    @classmethod
-    def find(cls, install: bool = True) -> KubeTools:
-        env_dir = os.environ.get("BROOK_KUBE_TOOLS")
-        bin_dir = Path(env_dir) if env_dir else REPO / ".tools" / "bin"
-        tools = cls(bin_dir)
-        if not (tools.kubectl.exists() and tools.helm.exists()) and install and not env_dir:
-            out = subprocess.run(
-                [str(REPO / "scripts" / "install-kube-tools")], capture_output=True, text=True, timeout=300
-            )
-            if out.returncode != 0:
-                raise RuntimeError(f"scripts/install-kube-tools failed:\n{out.stderr}")
-        if not tools.kubectl.exists():
-            raise RuntimeError(f"kubectl not found in {bin_dir} (run scripts/install-kube-tools)")
-        return tools
-
-
 @dataclass
-class KubeApi:
+class KubeApi(KubeAccess):
     """A running emulator plus everything a client needs to reach it."""
 
     emulator: EmulatorThread
@@ -80,16 +47,7 @@ class KubeApi:
         kubeconfig = write_kubeconfig(workdir / "kubeconfig", emulator.url)
         home = workdir / "home"
         home.mkdir(exist_ok=True)
-        env = dict(os.environ)
-        env.update(
-            KUBECONFIG=str(kubeconfig),
-            KUBECACHEDIR=str(workdir / "kube-cache"),  # discovery cache per emulator, never a stale one
-            HELM_CACHE_HOME=str(workdir / "helm" / "cache"),
-            HELM_CONFIG_HOME=str(workdir / "helm" / "config"),
-            HELM_DATA_HOME=str(workdir / "helm" / "data"),
-        )
-        if tools is not None:
-            env["PATH"] = f"{tools.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env = tool_env(workdir, kubeconfig, tools)
         return cls(emulator, kubeconfig, home, tools, env)
 
     @classmethod
@@ -106,59 +64,8 @@ class KubeApi:
     def stop(self) -> None:
         self.emulator.stop()
 
-    # ------------------------------------------------------------ tools
-
-    def run_tool(
-        self, tool: Path, *args: str, input: str | None = None, check: bool = True, timeout: float = 30.0
-    ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            [str(tool), *args], input=input, capture_output=True, text=True, env=self.env, timeout=timeout
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(
-                f"{tool.name} {' '.join(args)} exited {proc.returncode}:\n"
-                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-            )
-        return proc
-
-    def kubectl(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 30.0
-    ) -> subprocess.CompletedProcess[str]:
-        assert self.tools is not None, "no kube tools given"
-        return self.run_tool(self.tools.kubectl, *args, input=input, check=check, timeout=timeout)
-
-    def helm(
-        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60.0
-    ) -> subprocess.CompletedProcess[str]:
-        assert self.tools is not None, "no kube tools given"
-        return self.run_tool(self.tools.helm, *args, input=input, check=check, timeout=timeout)
-
-    # ------------------------------------------------------------ clients and state
-
-    def client(self) -> Any:
-        """A `kubernetes.client.ApiClient` configured from the kubeconfig."""
-        from kubernetes import config
-
-        return config.new_client_from_config(  # type: ignore[no-untyped-call,unused-ignore]
-            config_file=str(self.kubeconfig)
-        )
+    # ------------------------------------------------------------ state
 
     def call(self, fn: Callable[[], T]) -> T:
         """Run fn on the emulator's loop, e.g. `kube.call(lambda: kube.server.store.rv)`."""
         return self.emulator.call(fn)
-
-    def wait_for(
-        self,
-        predicate: Callable[[], T],
-        timeout: float = 10.0,
-        interval: float = 0.05,
-        what: str = "condition",
-    ) -> T:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-            time.sleep(interval)
