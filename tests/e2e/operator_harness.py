@@ -1,5 +1,6 @@
-"""What the operator end-to-end tests share: the CRDs and a namespace in the emulator, the pod runner with
-test timings, and the operator itself as a subprocess."""
+"""What the operator end-to-end tests share: the CRDs and a namespace (the emulator) or the whole of
+manifests/ (a real control plane), the pod runner with test timings, and the operator itself as a
+subprocess (on a real control plane: as its own ServiceAccount, never as admin)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.kubeapi.harness import KubeApi
+from tests.e2e.kubeaccess import KubeAccess
 from tests.e2e.podrunner import RunnerConfig, RunnerThread
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def install_crds(kubeapi: KubeApi, namespace: str) -> None:
+def install_crds(kubeapi: KubeAccess, namespace: str) -> None:
     kubeapi.kubectl("apply", "-f", str(REPO / "manifests" / "crds"))
     kubeapi.kubectl("wait", "--for=condition=Established", "crd/clusters.brook.dev", "crd/topics.brook.dev",
                    "crd/users.brook.dev")
     kubeapi.kubectl("create", "namespace", namespace)
 
 
-def start_runner(kubeapi: KubeApi, workdir: Path, namespace: str, **config: Any) -> RunnerThread:
+def install_operator(kube: KubeAccess, namespace: str) -> None:
+    """`kubectl apply -k manifests/` (CRDs, the operator's ServiceAccount and RBAC, its Deployment,
+    whose pods no runner of a test namespace runs) and the test namespace."""
+    kube.kubectl("apply", "-k", str(REPO / "manifests"), timeout=60)
+    kube.kubectl("wait", "--for=condition=Established", "crd/clusters.brook.dev", "crd/topics.brook.dev",
+                 "crd/users.brook.dev")  # fmt: skip
+    kube.kubectl("create", "namespace", namespace)
+
+
+def start_runner(kubeapi: KubeAccess, workdir: Path, namespace: str, **config: Any) -> RunnerThread:
     """The pod runner, probing at least every 0.5 s and restarting crashed containers within 2 s."""
     settings: dict[str, Any] = {"max_probe_period": 0.5, "max_backoff": 2.0, **config}
     return RunnerThread(
@@ -33,7 +43,7 @@ def start_runner(kubeapi: KubeApi, workdir: Path, namespace: str, **config: Any)
 
 @contextlib.contextmanager
 def operator_process(
-    kubeapi: KubeApi, namespace: str, log_path: Path, **env: str
+    kubeapi: KubeAccess, namespace: str, log_path: Path, **env: str
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`brook-operator run` for one namespace with fast resyncs; brokers are reached at 127.0.0.1:<port>."""
     argv = [

@@ -1,4 +1,6 @@
-"""The pod runner: StatefulSet controller + scheduler + kubelet + kube-proxy for one host.
+"""The pod runner: StatefulSet controller + scheduler + kubelet + kube-proxy for one host; on a real
+control plane (`RunnerConfig.controllers=False`) only the kubelet and kube-proxy parts, plus what
+node.py says (node heartbeats, a local-path provisioner, bound service-account tokens).
 
 `PodRunner` (asyncio) watches StatefulSets, Pods and Services (one namespace, or all) as triggers and
 re-reads the state on every trigger and every `resync` seconds, then:
@@ -27,8 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from . import statefulset
-from .api import Api, ApiError, server_of
+import aiohttp
+
+from . import node, statefulset
+from .api import Api, ApiError, connection_of
 from .kubelet import PORT_ANNOTATION, Event, PodWorker, now_iso
 from .ports import PortAllocator
 from .proxy import ServiceProxy
@@ -86,13 +90,18 @@ class RunnerConfig:
     max_grace_seconds: float | None = None  # cap on a deleted pod's grace period (None: the pod's)
     resync: float = 1.0
     proxy: bool = True
+    # Play the StatefulSet controller and the scheduler (the emulator has none); False on a real
+    # control plane, whose controllers do it.
+    controllers: bool = True
+    heartbeat_seconds: float = 5.0  # node status heartbeats (real control plane)
 
 
 class PodRunner:
     def __init__(self, config: RunnerConfig, ports: PortAllocator | None = None) -> None:
         self.config = config
-        server, token = server_of(config.kubeconfig)
-        self.api = Api(server, token)
+        conn = connection_of(config.kubeconfig)
+        self.api = Api(conn.server, conn.token, conn.ssl_context)
+        self.connection = conn
         self.ports = ports or PortAllocator()
         self.workdir = config.workdir
         self.kubeconfig = config.kubeconfig
@@ -111,6 +120,7 @@ class PodRunner:
         self._nodes_ready = False
         self._finalizing: set[str] = set()
         self._background_tasks: set[asyncio.Task[None]] = set()
+        self._started_at = now_iso()
 
     # ------------------------------------------------------------ Host protocol
 
@@ -144,6 +154,8 @@ class PodRunner:
                 asyncio.create_task(self.api.watch_forever(api_version, plural, ns, self._trigger))
             )
         self._tasks.append(asyncio.create_task(self._loop()))
+        if not self.config.controllers:
+            self._tasks.append(asyncio.create_task(self._heartbeats()))
 
     async def _loop(self) -> None:
         while True:
@@ -188,24 +200,29 @@ class PodRunner:
             except ApiError as e:
                 if e.status != 409:
                     raise
-            with contextlib.suppress(ApiError):
-                await self.api.patch(
-                    "v1",
-                    "nodes",
-                    None,
-                    name,
-                    {
-                        "status": {
-                            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                            "addresses": [
-                                {"type": "InternalIP", "address": "127.0.0.1"},
-                                {"type": "Hostname", "address": name},
-                            ],
-                        }
-                    },
-                    "status",
-                )
+            await self._node_status(name)
         self._nodes_ready = True
+
+    async def _node_status(self, name: str) -> None:
+        if self.config.controllers:  # the emulator: Ready is enough
+            status: JSON = {
+                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+                "addresses": [
+                    {"type": "InternalIP", "address": "127.0.0.1"},
+                    {"type": "Hostname", "address": name},
+                ],
+            }
+        else:
+            status = node.node_status(name, now_iso(), self._started_at)
+        with contextlib.suppress(ApiError):
+            await self.api.patch("v1", "nodes", None, name, {"status": status}, "status")
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_seconds)
+            for name, _ in self.config.nodes:
+                with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+                    await self._node_status(name)
 
     def node_for(self, ordinal: int) -> str:
         return self.config.nodes[ordinal % len(self.config.nodes)][0]
@@ -213,18 +230,55 @@ class PodRunner:
     async def sync(self) -> None:
         await self._ensure_nodes()
         ns = self.config.namespace
-        stss = await self.api.list("apps/v1", "statefulsets", ns)
         pods = await self.api.list("v1", "pods", ns)
         changed = False
-        for sts in stss:
-            changed |= await self._sync_statefulset(sts, pods)
-        changed |= await self._schedule(pods)
+        if self.config.controllers:
+            for sts in await self.api.list("apps/v1", "statefulsets", ns):
+                changed |= await self._sync_statefulset(sts, pods)
+            changed |= await self._schedule(pods)
+        else:
+            await self._provision(ns)
         self._sync_pods(pods)
         if self.config.proxy:
             services = await self.api.list("v1", "services", ns)
             await self.proxy.sync(services, pods)
         if changed:
             self._trigger.set()
+
+    async def _provision(self, namespace: str | None) -> None:
+        """The local-path provisioner (node.py): a volume per pending claim, released ones deleted."""
+        claims = await self.api.list("v1", "persistentvolumeclaims", namespace)
+        volumes = await self.api.list("v1", "persistentvolumes")
+        for claim in node.claims_to_provision(claims, volumes):
+            meta = claim["metadata"]
+            directory = self.workdir / "volumes" / str(meta["namespace"]) / str(meta["name"])
+            directory.mkdir(parents=True, exist_ok=True)
+            try:
+                volume = node.persistent_volume(claim, directory)
+                await self.api.create("v1", "persistentvolumes", None, volume)
+                log.info("provisioned %s/%s", meta["namespace"], meta["name"])
+            except ApiError as e:
+                if e.status != 409:
+                    log.warning("volume for %s/%s: %s", meta["namespace"], meta["name"], e)
+        for name in node.released(volumes):
+            await self.api.delete("v1", "persistentvolumes", None, name)
+
+    async def pod_credentials(self, pod: JSON, source: JSON, directory: Path) -> tuple[str, Path]:
+        """(token, kubeconfig) for a pod's projected service-account token. The emulator has no
+        authentication: a placeholder and the runner's own kubeconfig. A real API server: a token of
+        the pod's ServiceAccount bound to the pod (TokenRequest), as the kubelet mounts it."""
+        if self.config.controllers:
+            return "podrunner-token", self.kubeconfig
+        meta = pod["metadata"]
+        account = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
+        answer = await self.api.post_sub(
+            "v1", "serviceaccounts", meta["namespace"], account, "token", node.token_request(pod, source)
+        )
+        token = str(answer["status"]["token"])
+        path = node.token_kubeconfig(
+            directory / "kubeconfig", self.api.server, self.connection.ca_file, token, str(meta["namespace"])
+        )
+        return token, path
 
     async def _sync_statefulset(self, sts: JSON, pods: list[JSON]) -> bool:
         meta = sts["metadata"]
