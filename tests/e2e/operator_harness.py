@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.controlplane import Kube
 from tests.e2e.kubeaccess import KubeAccess
 from tests.e2e.podrunner import RunnerConfig, RunnerThread
 
@@ -19,8 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 def install_crds(kubeapi: KubeAccess, namespace: str) -> None:
     kubeapi.kubectl("apply", "-f", str(REPO / "manifests" / "crds"))
-    kubeapi.kubectl("wait", "--for=condition=Established", "crd/clusters.brook.dev", "crd/topics.brook.dev",
-                   "crd/users.brook.dev")
+    kubeapi.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "crd/clusters.brook.dev",
+        "crd/topics.brook.dev",
+        "crd/users.brook.dev",
+    )
     kubeapi.kubectl("create", "namespace", namespace)
 
 
@@ -31,6 +37,11 @@ def install_operator(kube: KubeAccess, namespace: str) -> None:
     kube.kubectl("wait", "--for=condition=Established", "crd/clusters.brook.dev", "crd/topics.brook.dev",
                  "crd/users.brook.dev")  # fmt: skip
     kube.kubectl("create", "namespace", namespace)
+
+
+def operator_account(kube: Kube) -> Kube:
+    """The operator's ServiceAccount from manifests/ (install_operator): what it runs as, never admin."""
+    return kube.as_service_account("brook-system", "brook-operator")
 
 
 def start_runner(kubeapi: KubeAccess, workdir: Path, namespace: str, **config: Any) -> RunnerThread:

@@ -25,8 +25,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kubeapi.harness import KubeApi
-from tests.e2e.operator_harness import install_crds, operator_process, start_runner, tail
+from tests.e2e.controlplane import Kube
+from tests.e2e.operator_harness import (
+    install_operator,
+    operator_account,
+    operator_process,
+    start_runner,
+    tail,
+)
 
 NS = "secure"
 CLUSTER = "sec"
@@ -34,7 +40,7 @@ CLUSTER = "sec"
 
 @dataclass
 class Env:
-    kube: KubeApi
+    kube: Kube
     workdir: Path
     operator_log: Path
     plain: int
@@ -58,17 +64,18 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(kubeapi: KubeApi, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     workdir = tmp_path_factory.mktemp("security-e2e")
-    install_crds(kubeapi, NS)
-    runner = start_runner(kubeapi, workdir, NS, max_grace_seconds=10)
+    install_operator(kube, NS)
+    runner = start_runner(kube, workdir, NS, max_grace_seconds=10, controllers=False)
     try:
         ports = [runner.reserve_port() for _ in range(3)]
         log = workdir / "operator.log"
-        with operator_process(kubeapi, NS, log, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"):
-            yield Env(kubeapi, workdir, log, *ports)
+        with operator_process(operator_account(kube), NS, log, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"):
+            yield Env(kube, workdir, log, *ports)
     finally:
         runner.stop(grace=5)
+        kube.kubectl("delete", "namespace", NS, "--wait=false", check=False)
 
 
 def _client(e: Env, secret: dict[str, bytes], tmp: Path) -> dict[str, Any]:
