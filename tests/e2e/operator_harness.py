@@ -54,9 +54,11 @@ def start_runner(kubeapi: KubeAccess, workdir: Path, namespace: str, **config: A
 
 @contextlib.contextmanager
 def operator_process(
-    kubeapi: KubeAccess, namespace: str, log_path: Path, **env: str
+    kubeapi: KubeAccess, namespace: str, log_path: Path, admin: KubeAccess | None = None, **env: str
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """`brook-operator run` for one namespace with fast resyncs; brokers are reached at 127.0.0.1:<port>."""
+    """`brook-operator run` for one namespace with fast resyncs; brokers are reached at 127.0.0.1:<port>.
+    With `admin`, the namespace's Topics, Users and Clusters are deleted before the operator stops, so
+    its finalizers go with them (else they hold the namespace in Terminating on a real server)."""
     argv = [
         str(Path(sys.executable).parent / "brook-operator"),
         "run",
@@ -81,6 +83,11 @@ def operator_process(
     try:
         yield proc
     finally:
+        if admin is not None:
+            for kinds in ("topics,users", "clusters"):  # topics while their brokers still run
+                admin.kubectl(
+                    "delete", kinds, "--all", "-n", namespace, "--timeout=60s", check=False, timeout=70
+                )
         proc.terminate()
         try:
             proc.wait(15)

@@ -197,13 +197,14 @@ def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         "BROOK_OPERATOR_AUTOSCALE_MAX_MOVES": "10",
     }
     try:
-        with operator_process(operator_account(kube), NS, operator_log, **autoscale):
+        with operator_process(operator_account(kube), NS, operator_log, kube, **autoscale):
             yield Env(kube, runner, f"127.0.0.1:{port}", workdir, operator_log, prometheus, empty)
     finally:
         sync.stop()
         runner.stop(grace=5)
         prometheus.stop()
         empty.stop()
+        kube.kubectl("delete", "namespace", NS, "--wait=false", check=False)
 
 
 @pytest.fixture(autouse=True)

@@ -60,7 +60,9 @@ def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[s
     try:
         ports = {"plain": runner.reserve_port(), "replication": runner.reserve_port()}
         log = workdir / "operator.log"
-        with operator_process(operator_account(kube), NS, log, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"):
+        with operator_process(
+            operator_account(kube), NS, log, kube, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"
+        ):
             yield {"kube": kube, "ports": ports, "log": log, "workdir": workdir}
     finally:
         runner.stop(grace=5)

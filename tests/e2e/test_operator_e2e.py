@@ -250,7 +250,7 @@ def brook(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broo
     try:
         port = runner.reserve_port()
         operator_log = workdir / "operator.log"
-        with operator_process(account, NS, operator_log):
+        with operator_process(account, NS, operator_log, kube):
             b = Brook(kube, runner, f"127.0.0.1:{port}", workdir, operator_log)
             try:
                 yield b

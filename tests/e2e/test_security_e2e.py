@@ -71,7 +71,9 @@ def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     try:
         ports = [runner.reserve_port() for _ in range(3)]
         log = workdir / "operator.log"
-        with operator_process(operator_account(kube), NS, log, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"):
+        with operator_process(
+            operator_account(kube), NS, log, kube, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"
+        ):
             yield Env(kube, workdir, log, *ports)
     finally:
         runner.stop(grace=5)
