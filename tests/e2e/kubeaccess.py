@@ -1,6 +1,6 @@
-"""What a test needs to talk to any Kubernetes API server, the emulator's or a real one: kubectl and
-helm (`KubeTools`), an environment for subprocesses, and `KubeAccess` (kubectl()/helm()/client()/
-wait_for() on one kubeconfig)."""
+"""What a test needs to talk to a Kubernetes API server: kubectl and helm (`KubeTools`), an
+environment for subprocesses, and `KubeAccess` (kubectl()/helm()/client()/wait_for() on one
+kubeconfig)."""
 
 from __future__ import annotations
 

@@ -170,7 +170,7 @@ class TargetSync:
                 if targets != last:
                     self._prometheus.set_targets(sorted(targets), targets)
                     last = targets
-            except Exception:  # the emulator restarts watches etc.; try again
+            except Exception:  # the API server may be briefly unavailable; try again
                 pass
             self._stop.wait(0.5)
 
@@ -187,7 +187,7 @@ def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     prometheus = Prometheus(workdir / "prometheus")
     empty = Prometheus(workdir / "prometheus-empty")
     install_operator(kube, NS)
-    runner = start_runner(kube, workdir, NS, controllers=False)
+    runner = start_runner(kube, workdir, NS)
     sync = TargetSync(kube, prometheus)
     port = runner.reserve_port()
     operator_log = workdir / "operator.log"

@@ -1,5 +1,5 @@
-"""Brook's manifests against a real kube-apiserver (tests/e2e/controlplane): what the in-repo emulator
-cannot judge. `kubectl apply -k manifests/` and the examples under strict field validation, the CRDs'
+"""Brook's manifests against a real kube-apiserver (tests/e2e/controlplane), as no offline check can
+judge them: `kubectl apply -k manifests/` and the examples under strict field validation, the CRDs'
 OpenAPI schemas and CEL rules as the API server compiles and enforces them, Pod Security admission
 of the operator's pods, and authentication/RBAC being on at all (a ServiceAccount is refused what it
 was not granted)."""

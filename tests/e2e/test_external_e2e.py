@@ -1,4 +1,4 @@
-"""An application outside the Kubernetes cluster, end to end with the API emulator and real processes:
+"""An application outside the Kubernetes cluster, end to end on the real control plane:
 a Cluster with an external NodePort listener (TLS, SCRAM-SHA-512) → the operator makes one Service per
 broker plus a bootstrap Service with node ports, and each broker advertises its node's address with its
 own node port → a User → a client that knows only <node address>:<bootstrap node port> and the User's
@@ -56,7 +56,7 @@ def _free_node_ports(count: int) -> int:
 def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     workdir = tmp_path_factory.mktemp("external-e2e")
     install_operator(kube, NS)
-    runner = start_runner(kube, workdir, NS, max_grace_seconds=10, controllers=False)
+    runner = start_runner(kube, workdir, NS, max_grace_seconds=10)
     try:
         ports = {"plain": runner.reserve_port(), "replication": runner.reserve_port()}
         log = workdir / "operator.log"

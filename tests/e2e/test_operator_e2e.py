@@ -46,7 +46,6 @@ from tests.e2e.operator_harness import REPO, install_operator, operator_process,
 from tests.e2e.podrunner import Event, RunnerThread
 from tests.e2e.podrunner.podspec import expand, rewrite_network, rewrite_paths
 from tests.e2e.podrunner.ports import PortAllocator
-from tests.e2e.podrunner.statefulset import plan, pod_manifest, revision
 
 NS = "brook"
 CLUSTER = "demo"
@@ -89,63 +88,6 @@ def test_mount_paths_become_local_directories() -> None:
     assert rewrite_paths("/tmp/x:/var/lib/brook", mounts) == "/tmp/pod/tmp/x:/data/pvc"
     assert rewrite_paths("--output /var/run/brook/rack", mounts) == "--output /pod/rack/rack"
     assert rewrite_paths("/var/lib/brookish", mounts) == "/var/lib/brookish"
-
-
-def _sts(replicas: int, policy: str, strategy: str = "OnDelete") -> dict[str, Any]:
-    return {
-        "metadata": {"name": "s", "namespace": "ns", "uid": "u1", "generation": 1},
-        "spec": {
-            "replicas": replicas,
-            "podManagementPolicy": policy,
-            "updateStrategy": {"type": strategy},
-            "serviceName": "s-h",
-            "selector": {"matchLabels": {"app": "s"}},
-            "template": {"metadata": {"labels": {"app": "s"}}, "spec": {"containers": [{"name": "c"}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {}}],
-        },
-    }
-
-
-def _ready_pod(sts: dict[str, Any], i: int, ready: bool = True) -> dict[str, Any]:
-    pod = pod_manifest(sts, i, "node")
-    pod["status"] = {
-        "phase": "Running",
-        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-    }
-    return pod
-
-
-def test_statefulset_pods_follow_the_management_policy() -> None:
-    parallel = _sts(3, "Parallel")
-    assert plan(parallel, {}).create == [0, 1, 2]
-    ordered = _sts(3, "OrderedReady")
-    assert plan(ordered, {}).create == [0]
-    assert plan(ordered, {0: _ready_pod(ordered, 0, ready=False)}).create == []
-    assert plan(ordered, {0: _ready_pod(ordered, 0)}).create == [1]
-    # scale down: highest first (ordered: one at a time)
-    pods = {i: _ready_pod(ordered, i) for i in range(5)}
-    assert plan(ordered, pods).delete == ["s-4"]
-    assert plan(parallel, {i: _ready_pod(parallel, i) for i in range(5)}).delete == ["s-4", "s-3"]
-    pod = pod_manifest(parallel, 2, "node-x")
-    assert pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "2"
-    assert pod["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] == "s-2"
-    assert pod["spec"]["nodeName"] == "node-x" and pod["spec"]["subdomain"] == "s-h"
-    assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-s-2"}} in pod["spec"]["volumes"]
-
-
-def test_statefulset_rolling_update_replaces_the_highest_outdated_pod() -> None:
-    old = _sts(3, "Parallel", "RollingUpdate")
-    pods = {i: _ready_pod(old, i) for i in range(3)}
-    new = _sts(3, "Parallel", "RollingUpdate")
-    new["spec"]["template"]["metadata"]["annotations"] = {"config": "2"}
-    assert revision(new) != revision(old)
-    assert plan(old, pods).delete == []
-    assert plan(new, pods).delete == ["s-2"]
-    on_delete = _sts(3, "Parallel", "OnDelete")
-    on_delete["spec"]["template"] = new["spec"]["template"]
-    assert plan(on_delete, pods).delete == []  # whoever deletes a pod rolls it
-    pods[1]["status"]["conditions"][0]["status"] = "False"
-    assert plan(new, pods).delete == []  # never while a pod is not ready
 
 
 # ================================================================ the scenario (real processes)
@@ -246,7 +188,7 @@ def brook(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broo
     account = kube.as_service_account("brook-system", "brook-operator")
     # A broker stuck in its shutdown is killed after 10 s rather than the template's 60 s (see
     # test_brokers_stop_cleanly_when_rolled); a clean stop takes well under a second here.
-    runner = start_runner(kube, workdir, NS, max_grace_seconds=10, controllers=False)
+    runner = start_runner(kube, workdir, NS, max_grace_seconds=10)
     try:
         port = runner.reserve_port()
         operator_log = workdir / "operator.log"

@@ -34,7 +34,7 @@ def offline_block() -> list[str]:
 
 
 def run(kube: Kube, line: str) -> subprocess.CompletedProcess[str]:
-    """One README line, from the repository root, with the emulator's kubeconfig and tools first."""
+    """One README line, from the repository root, with the control plane's kubeconfig and tools first."""
     assert kube.tools is not None
     argv = shlex.split(line)
     tool = {"kubectl": kube.tools.kubectl, "helm": kube.tools.helm}[argv[0]]

@@ -1,6 +1,6 @@
 """A secured Cluster and a User end to end, with real processes (see test_operator_e2e.py for the
-setting): the API emulator, the pod runner, `brook-operator run` and a `brook broker`, plus
-confluent-kafka as the application.
+setting): the real control plane, the pod runner as its node agent, `brook-operator run` and a `brook
+broker`, plus confluent-kafka as the application.
 
 kubectl apply a one-broker Cluster with a SASL_SSL (SCRAM-SHA-512) listener and ACLs enforced → the
 operator makes the CAs and the brokers' certificate, adds its mutual-TLS replication listener and
@@ -67,7 +67,7 @@ class Env:
 def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     workdir = tmp_path_factory.mktemp("security-e2e")
     install_operator(kube, NS)
-    runner = start_runner(kube, workdir, NS, max_grace_seconds=10, controllers=False)
+    runner = start_runner(kube, workdir, NS, max_grace_seconds=10)
     try:
         ports = [runner.reserve_port() for _ in range(3)]
         log = workdir / "operator.log"

@@ -34,7 +34,6 @@ def main() -> None:
                 kubeconfig=plane.admin_kubeconfig,
                 workdir=args.workdir.resolve() / "node",
                 namespace=args.node_agent,
-                controllers=False,
             )
             runner = RunnerThread(config).start()
         started = plane.timings["start"]

@@ -1,7 +1,6 @@
 """A small JSON-over-HTTP client of the Kubernetes API for the pod runner (plain aiohttp, no generated
 classes): list, get, create, merge-patch, delete, POST to a subresource, and watches used as triggers.
-Plain HTTP (the emulator) or TLS with the kubeconfig's CA and client certificate or token (a real
-API server)."""
+TLS with the kubeconfig's CA and client certificate or token."""
 
 from __future__ import annotations
 

@@ -668,7 +668,7 @@ class PodWorker:
             "podIPs": [{"ip": POD_IP}],
             "startTime": self.start_time,
             "containerStatuses": [c.status() for c in self.containers],
-            # The API server computes it at creation and refuses a change (the emulator keeps any).
+            # The API server computes it at creation and refuses a change.
             "qosClass": (self.pod.get("status") or {}).get("qosClass") or "Burstable",
         }
         if self.inits:

@@ -1,4 +1,4 @@
-"""What the pod runner does as the node agent of a real control plane (RunnerConfig.controllers=False),
+"""What the pod runner does as the node agent of a real control plane besides running pods,
 where the real StatefulSet controller and scheduler make and place the pods:
 
 - Nodes with capacity, Ready, heartbeats (the node lifecycle controller taints a silent node
