@@ -555,3 +555,29 @@ def test_the_operator_was_never_refused_by_rbac(brook: Brook) -> None:
     denied = [ln for ln in log if "403" in ln or "orbidden" in ln]
     denied += [c["message"] for c in brook.cluster()["status"]["conditions"] if "403" in c.get("message", "")]
     assert not denied, "\n".join(denied[:10])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_deleting_the_cluster_collects_its_objects_and_keeps_the_claims(brook: Brook) -> None:
+    """As operator/README.md says: the brokers' claims stay unless spec.storage.deleteClaim; the
+    operator's finalizer removes the cluster-scoped rack binding; the real garbage collector the rest."""
+    claims = {f"data-{STS}-{i}" for i in range(4)}
+    assert claims <= set(
+        brook.kubectl("get", "pvc", "-o", "name").replace("persistentvolumeclaim/", "").split()
+    )
+    brook.kubectl("delete", "cluster", CLUSTER, "--timeout=60s", timeout=70)
+    selector = f"app.kubernetes.io/instance={CLUSTER}"
+
+    def collected() -> bool:
+        left = brook.kubectl(
+            "get", "statefulsets,services,poddisruptionbudgets,pods", "-l", selector, "-o", "name"
+        )
+        return not left.strip()
+
+    brook.wait(collected, 60, "the garbage collector to remove the Cluster's objects")
+    brook.wait(lambda: not brook.runner.processes(), 30, "the pods' processes to stop")
+    r = brook.kube.kubectl("get", "clusterrolebinding", f"brook-rack-{NS}-{CLUSTER}", check=False)
+    assert r.returncode != 0 and "NotFound" in r.stderr, r.stderr
+    left = set(brook.kubectl("get", "pvc", "-o", "name").replace("persistentvolumeclaim/", "").split())
+    assert claims <= left, left
