@@ -99,6 +99,8 @@ KOPF_PERMISSIONS: frozenset[Permission] = frozenset(
     | _perms("brook.dev", "users/status", "patch")
     | _perms("apiextensions.k8s.io", "customresourcedefinitions", "list", "watch")
     | _perms("", "events", "create")
+    # With --namespace kopf lists and watches the namespaces (a real API server refused it: 403 retries).
+    | _perms("", "namespaces", "list", "watch")
 )
 API_SERVER_CHECKED: frozenset[Permission] = frozenset(
     _perms("brook.dev", "clusters/finalizers", "update")

@@ -1,21 +1,25 @@
-"""Fixtures for end-to-end tests against the in-repo Kubernetes API emulator (tests/e2e/kubeapi).
+"""Fixtures for end-to-end tests against a real Kubernetes control plane (tests/e2e/controlplane).
 
 - `kube_tools` (session): kubectl and helm from <repo>/.tools/bin (installed by
   scripts/install-kube-tools when missing) or from $BROOK_KUBE_TOOLS.
-- `kubeapi` (module): a fresh emulator on a free 127.0.0.1 port, with a kubeconfig, an environment
-  for subprocesses (KUBECONFIG, KUBECACHEDIR, HELM_*_HOME, PATH) and kubectl()/helm()/client().
-- `kube_api_factory` (function): start more emulators with other settings (bookmark interval, history).
+- `kube` (session): the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler;
+  ~10 s to start) as its admin, with an environment for subprocesses (KUBECONFIG, KUBECACHEDIR,
+  HELM_*_HOME, PATH) and kubectl()/helm()/client(); `kube.as_service_account()` for a ServiceAccount's
+  token. Shared by the whole run: each module works in namespaces of its own. What it cost is printed
+  in pytest's summary.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
+import time
+from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.kubeapi.harness import KubeApi, KubeTools
+from tests.e2e.controlplane import Kube
+from tests.e2e.kubeaccess import KubeTools
+
+_COST: dict[str, float] = {}
 
 
 @pytest.fixture(scope="session")
@@ -23,21 +27,18 @@ def kube_tools() -> KubeTools:
     return KubeTools.find()
 
 
-@pytest.fixture(scope="module")
-def kubeapi(tmp_path_factory: pytest.TempPathFactory, kube_tools: KubeTools) -> Iterator[KubeApi]:
-    with KubeApi.started(tmp_path_factory.mktemp("kubeapi"), kube_tools, bookmark_interval=1.0) as kube:
-        yield kube
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory, kube_tools: KubeTools) -> Iterator[Kube]:
+    with Kube.started(tmp_path_factory.mktemp("control-plane"), kube_tools) as k:
+        _COST.update(k.plane.timings)
+        yield k
+        stopping = time.monotonic()
+    _COST["stop"] = round(time.monotonic() - stopping, 1)
 
 
-@pytest.fixture
-def kube_api_factory(tmp_path: Path, kube_tools: KubeTools) -> Iterator[Callable[..., KubeApi]]:
-    started: list[KubeApi] = []
-
-    def start(**server_kwargs: Any) -> KubeApi:
-        kube = KubeApi.start(tmp_path / f"kubeapi-{len(started)}", kube_tools, **server_kwargs)
-        started.append(kube)
-        return kube
-
-    yield start
-    for kube in started:
-        kube.stop()
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _COST:
+        terminalreporter.write_line(
+            f"control plane: started in {_COST.get('start')} s (API server ready at "
+            f"{_COST.get('apiserver_ready')} s), stopped in {_COST.get('stop')} s"
+        )

@@ -1,4 +1,4 @@
-"""An application outside the Kubernetes cluster, end to end with the API emulator and real processes:
+"""An application outside the Kubernetes cluster, end to end on the real control plane:
 a Cluster with an external NodePort listener (TLS, SCRAM-SHA-512) → the operator makes one Service per
 broker plus a bootstrap Service with node ports, and each broker advertises its node's address with its
 own node port → a User → a client that knows only <node address>:<bootstrap node port> and the User's
@@ -21,8 +21,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kubeapi.harness import KubeApi
-from tests.e2e.operator_harness import install_crds, operator_process, start_runner, tail
+from tests.e2e.controlplane import Kube
+from tests.e2e.operator_harness import (
+    install_operator,
+    operator_account,
+    operator_process,
+    start_runner,
+    tail,
+)
 
 NS = "external"
 CLUSTER = "ext"
@@ -47,17 +53,20 @@ def _free_node_ports(count: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def env(kubeapi: KubeApi, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     workdir = tmp_path_factory.mktemp("external-e2e")
-    install_crds(kubeapi, NS)
-    runner = start_runner(kubeapi, workdir, NS, max_grace_seconds=10)
+    install_operator(kube, NS)
+    runner = start_runner(kube, workdir, NS, max_grace_seconds=10)
     try:
         ports = {"plain": runner.reserve_port(), "replication": runner.reserve_port()}
         log = workdir / "operator.log"
-        with operator_process(kubeapi, NS, log, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"):
-            yield {"kube": kubeapi, "ports": ports, "log": log, "workdir": workdir}
+        with operator_process(
+            operator_account(kube), NS, log, kube, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"
+        ):
+            yield {"kube": kube, "ports": ports, "log": log, "workdir": workdir}
     finally:
         runner.stop(grace=5)
+        kube.kubectl("delete", "namespace", NS, "--wait=false", check=False)
 
 
 @pytest.mark.slow
@@ -65,7 +74,7 @@ def env(kubeapi: KubeApi, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def test_an_outside_client_connects_through_node_ports(env: dict[str, Any], tmp_path: Path) -> None:
     from confluent_kafka import Consumer, Producer
 
-    kube: KubeApi = env["kube"]
+    kube: Kube = env["kube"]
 
     def kubectl(*args: str, input: str | None = None, timeout: float = 60) -> str:
         return kube.kubectl(*args, "-n", NS, input=input, timeout=timeout).stdout

@@ -1,7 +1,9 @@
-"""The operator end to end, with real processes only: the Kubernetes API emulator (tests/e2e/kubeapi),
-the pod runner (tests/e2e/podrunner: StatefulSet pods become local `brook broker` and `etcd`
-processes on 127.0.0.1, Services are proxied), the real `brook-operator run` (kopf) as a subprocess,
-and confluent-kafka clients.
+"""The operator end to end, with real processes only: a real Kubernetes control plane
+(tests/e2e/controlplane: kube-apiserver, controller-manager, scheduler), the pod runner as its node
+agent (tests/e2e/podrunner: the pods the real StatefulSet controller makes and the scheduler places on
+its nodes become local `brook broker` and `etcd` processes on 127.0.0.1, Services are proxied), the real
+`brook-operator run` (kopf) as a subprocess authenticated as its ServiceAccount from manifests/ (never
+as admin: a verb missing from manifests/rbac.yaml fails a step), and confluent-kafka clients.
 
 The scenario, in order (the steps share one cluster; each step is a test):
 kubectl apply the example Cluster (managed etcd, rack awareness; only the listener port changed to a
@@ -39,17 +41,18 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.kubeapi.harness import KubeApi
-from tests.e2e.operator_harness import REPO, install_crds, operator_process, start_runner, tail
+from tests.e2e.controlplane import Kube
+from tests.e2e.operator_harness import REPO, install_operator, operator_process, start_runner, tail
 from tests.e2e.podrunner import Event, RunnerThread
 from tests.e2e.podrunner.podspec import expand, rewrite_network, rewrite_paths
 from tests.e2e.podrunner.ports import PortAllocator
-from tests.e2e.podrunner.statefulset import plan, pod_manifest, revision
 
 NS = "brook"
 CLUSTER = "demo"
 STS = f"{CLUSTER}-broker"
 REVISION = "brook.dev/revision"
+ZONE = "topology.kubernetes.io/zone"
+INDEX = "apps.kubernetes.io/pod-index"
 
 # ================================================================ pure parts of the runner (fast)
 
@@ -87,69 +90,12 @@ def test_mount_paths_become_local_directories() -> None:
     assert rewrite_paths("/var/lib/brookish", mounts) == "/var/lib/brookish"
 
 
-def _sts(replicas: int, policy: str, strategy: str = "OnDelete") -> dict[str, Any]:
-    return {
-        "metadata": {"name": "s", "namespace": "ns", "uid": "u1", "generation": 1},
-        "spec": {
-            "replicas": replicas,
-            "podManagementPolicy": policy,
-            "updateStrategy": {"type": strategy},
-            "serviceName": "s-h",
-            "selector": {"matchLabels": {"app": "s"}},
-            "template": {"metadata": {"labels": {"app": "s"}}, "spec": {"containers": [{"name": "c"}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {}}],
-        },
-    }
-
-
-def _ready_pod(sts: dict[str, Any], i: int, ready: bool = True) -> dict[str, Any]:
-    pod = pod_manifest(sts, i, "node")
-    pod["status"] = {
-        "phase": "Running",
-        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-    }
-    return pod
-
-
-def test_statefulset_pods_follow_the_management_policy() -> None:
-    parallel = _sts(3, "Parallel")
-    assert plan(parallel, {}).create == [0, 1, 2]
-    ordered = _sts(3, "OrderedReady")
-    assert plan(ordered, {}).create == [0]
-    assert plan(ordered, {0: _ready_pod(ordered, 0, ready=False)}).create == []
-    assert plan(ordered, {0: _ready_pod(ordered, 0)}).create == [1]
-    # scale down: highest first (ordered: one at a time)
-    pods = {i: _ready_pod(ordered, i) for i in range(5)}
-    assert plan(ordered, pods).delete == ["s-4"]
-    assert plan(parallel, {i: _ready_pod(parallel, i) for i in range(5)}).delete == ["s-4", "s-3"]
-    pod = pod_manifest(parallel, 2, "node-x")
-    assert pod["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "2"
-    assert pod["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] == "s-2"
-    assert pod["spec"]["nodeName"] == "node-x" and pod["spec"]["subdomain"] == "s-h"
-    assert {"name": "data", "persistentVolumeClaim": {"claimName": "data-s-2"}} in pod["spec"]["volumes"]
-
-
-def test_statefulset_rolling_update_replaces_the_highest_outdated_pod() -> None:
-    old = _sts(3, "Parallel", "RollingUpdate")
-    pods = {i: _ready_pod(old, i) for i in range(3)}
-    new = _sts(3, "Parallel", "RollingUpdate")
-    new["spec"]["template"]["metadata"]["annotations"] = {"config": "2"}
-    assert revision(new) != revision(old)
-    assert plan(old, pods).delete == []
-    assert plan(new, pods).delete == ["s-2"]
-    on_delete = _sts(3, "Parallel", "OnDelete")
-    on_delete["spec"]["template"] = new["spec"]["template"]
-    assert plan(on_delete, pods).delete == []  # whoever deletes a pod rolls it
-    pods[1]["status"]["conditions"][0]["status"] = "False"
-    assert plan(new, pods).delete == []  # never while a pod is not ready
-
-
 # ================================================================ the scenario (real processes)
 
 
 @dataclass
 class Brook:
-    kube: KubeApi
+    kube: Kube
     runner: RunnerThread
     bootstrap: str  # the bootstrap Service's proxy
     workdir: Path
@@ -234,25 +180,27 @@ def _alive(pids: list[int]) -> list[int]:
 
 
 @pytest.fixture(scope="module")
-def brook(kubeapi: KubeApi, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brook]:
+def brook(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Brook]:
     pytest.importorskip("confluent_kafka")
     pytest.importorskip("kopf")
     workdir = tmp_path_factory.mktemp("operator-e2e")
-    install_crds(kubeapi, NS)
+    install_operator(kube, NS)
+    account = kube.as_service_account("brook-system", "brook-operator")
     # A broker stuck in its shutdown is killed after 10 s rather than the template's 60 s (see
     # test_brokers_stop_cleanly_when_rolled); a clean stop takes well under a second here.
-    runner = start_runner(kubeapi, workdir, NS, max_grace_seconds=10)
+    runner = start_runner(kube, workdir, NS, max_grace_seconds=10)
     try:
         port = runner.reserve_port()
         operator_log = workdir / "operator.log"
-        with operator_process(kubeapi, NS, operator_log):
-            b = Brook(kubeapi, runner, f"127.0.0.1:{port}", workdir, operator_log)
+        with operator_process(account, NS, operator_log, kube):
+            b = Brook(kube, runner, f"127.0.0.1:{port}", workdir, operator_log)
             try:
                 yield b
             finally:
                 print(f"\noperator e2e facts: {b.facts}")
     finally:
         runner.stop(grace=5)
+        kube.kubectl("delete", "namespace", NS, "--wait=false", check=False)
     pids = [int(e.detail.rsplit(" ", 1)[1]) for e in runner.events() if e.kind == "started"]
     assert not _alive(pids), f"processes left running: {_alive(pids)}"
 
@@ -297,10 +245,13 @@ def test_cluster_runs_three_brokers_and_turns_ready(brook: Brook) -> None:
     pods = brook.broker_pods()
     ports = {p["metadata"]["annotations"]["podrunner.brook.dev/port-kafka"] for p in pods}
     assert len(ports) == 3 and all(p["status"]["podIP"] == "127.0.0.1" for p in pods)
-    # the rack init container read each pod's node zone (nodes round robin by ordinal)
+    # the rack init container (as the brokers' ServiceAccount, through the ClusterRoleBinding the operator
+    # made) read the zone of the node the scheduler chose for each pod
+    zones = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in brook.get("nodes")["items"]}
+    want = {int(p["metadata"]["labels"][INDEX]): zones[p["spec"]["nodeName"]] for p in pods}
     admin = brook.admin()  # kept referenced until the future resolves
     md = admin.describe_cluster(request_timeout=10).result(15)
-    assert {n.id: n.rack for n in md.nodes} == {0: "zone-a", 1: "zone-b", 2: "zone-c"}
+    assert {n.id: n.rack for n in md.nodes} == want
     assert {n.port for n in md.nodes} == {int(p) for p in ports}
 
 
@@ -594,3 +545,39 @@ def test_keep_annotation_keeps_the_topic(brook: Brook) -> None:
     brook.kubectl("delete", "topic", "kept", "--timeout=40s", timeout=50)
     assert brook.kubectl("get", "topics", "-o", "name").strip() == ""
     assert "kept" in brook.topics()
+
+
+@pytest.mark.slow
+def test_the_operator_was_never_refused_by_rbac(brook: Brook) -> None:
+    """It ran as system:serviceaccount:brook-system:brook-operator with manifests/rbac.yaml's rules: a 403
+    shows in its log (kopf's requests) or in a Cluster condition (the operator's own, ReconcileFailed)."""
+    log = brook.operator_log.read_text(errors="replace").splitlines()
+    denied = [ln for ln in log if "403" in ln or "orbidden" in ln]
+    denied += [c["message"] for c in brook.cluster()["status"]["conditions"] if "403" in c.get("message", "")]
+    assert not denied, "\n".join(denied[:10])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_deleting_the_cluster_collects_its_objects_and_keeps_the_claims(brook: Brook) -> None:
+    """As operator/README.md says: the brokers' claims stay unless spec.storage.deleteClaim; the
+    operator's finalizer removes the cluster-scoped rack binding; the real garbage collector the rest."""
+    claims = {f"data-{STS}-{i}" for i in range(4)}
+    assert claims <= set(
+        brook.kubectl("get", "pvc", "-o", "name").replace("persistentvolumeclaim/", "").split()
+    )
+    brook.kubectl("delete", "cluster", CLUSTER, "--timeout=60s", timeout=70)
+    selector = f"app.kubernetes.io/instance={CLUSTER}"
+
+    def collected() -> bool:
+        left = brook.kubectl(
+            "get", "statefulsets,services,poddisruptionbudgets,pods", "-l", selector, "-o", "name"
+        )
+        return not left.strip()
+
+    brook.wait(collected, 60, "the garbage collector to remove the Cluster's objects")
+    brook.wait(lambda: not brook.runner.processes(), 30, "the pods' processes to stop")
+    r = brook.kube.kubectl("get", "clusterrolebinding", f"brook-rack-{NS}-{CLUSTER}", check=False)
+    assert r.returncode != 0 and "NotFound" in r.stderr, r.stderr
+    left = set(brook.kubectl("get", "pvc", "-o", "name").replace("persistentvolumeclaim/", "").split())
+    assert claims <= left, left

@@ -1,6 +1,8 @@
-"""The Kubernetes quick start's commands, run as the READMEs write them, against the in-repo API
-emulator with the real kubectl and helm: `kubectl apply -k manifests/` (namespace first), the quick-start
-Cluster, Topic and client pod; the helm path with the quick-start values; a wrong field refused."""
+"""The Kubernetes quick start's commands, run as the READMEs write them, against the real control plane
+(tests/e2e/controlplane) with the real kubectl and helm: `kubectl apply -k manifests/` (namespace
+first), the quick-start Cluster, Topic and client pod; the helm path with the quick-start values
+(after the kubectl path's objects are removed, as a user switching would: both own the same names);
+a wrong field refused."""
 
 from __future__ import annotations
 
@@ -8,13 +10,12 @@ import json
 import re
 import shlex
 import subprocess
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.e2e.kubeapi.harness import KubeApi
+from tests.e2e.controlplane import Kube
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -32,8 +33,8 @@ def offline_block() -> list[str]:
     ]
 
 
-def run(kube: KubeApi, line: str) -> subprocess.CompletedProcess[str]:
-    """One README line, from the repository root, with the emulator's kubeconfig and tools first."""
+def run(kube: Kube, line: str) -> subprocess.CompletedProcess[str]:
+    """One README line, from the repository root, with the control plane's kubeconfig and tools first."""
     assert kube.tools is not None
     argv = shlex.split(line)
     tool = {"kubectl": kube.tools.kubectl, "helm": kube.tools.helm}[argv[0]]
@@ -44,11 +45,11 @@ def run(kube: KubeApi, line: str) -> subprocess.CompletedProcess[str]:
     return r
 
 
-def get(kube: KubeApi, *args: str) -> dict[str, object]:
+def get(kube: Kube, *args: str) -> dict[str, object]:
     return json.loads(kube.kubectl("get", *args, "-o", "json").stdout)  # type: ignore[no-any-return]
 
 
-def test_readme_kubectl_lines_apply_the_operator_and_the_quickstart(kubeapi: KubeApi) -> None:
+def test_readme_kubectl_lines_apply_the_operator_and_the_quickstart(kube: Kube) -> None:
     lines = offline_block()
     kubectl_lines = [ln for ln in lines if ln.startswith("kubectl ")]
     assert kubectl_lines[:2] == [
@@ -59,32 +60,34 @@ def test_readme_kubectl_lines_apply_the_operator_and_the_quickstart(kubeapi: Kub
     assert "`kubectl apply -k manifests/`" in main_readme
     assert "`kubectl apply -f manifests/examples/quickstart/`" in main_readme
     for line in kubectl_lines:
-        run(kubeapi, line)
+        run(kube, line)
 
     assert (
-        get(kubeapi, "namespace", "brook-system")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        get(kube, "namespace", "brook-system")["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
         == "restricted"
     )  # type: ignore[index]
     for crd in ("clusters.brook.dev", "topics.brook.dev", "users.brook.dev"):
-        kubeapi.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
-    deploy = get(kubeapi, "-n", "brook-system", "deployment", "brook-operator")
+        kube.kubectl("wait", "--for=condition=Established", f"crd/{crd}", "--timeout=30s")
+    deploy = get(kube, "-n", "brook-system", "deployment", "brook-operator")
     assert deploy["spec"]["template"]["spec"]["serviceAccountName"] == "brook-operator"  # type: ignore[index]
-    cluster = get(kubeapi, "cluster", "quickstart")
+    cluster = get(kube, "cluster", "quickstart")
     assert cluster["spec"]["replicas"] == 3 and "rack" not in cluster["spec"]  # type: ignore[index,operator]
-    assert get(kubeapi, "topic", "greetings")["spec"]["cluster"] == "quickstart"  # type: ignore[index]
-    pod = get(kubeapi, "pod", "quickstart-client")
+    assert get(kube, "topic", "greetings")["spec"]["cluster"] == "quickstart"  # type: ignore[index]
+    pod = get(kube, "pod", "quickstart-client")
     assert pod["spec"]["containers"][0]["image"] == "ghcr.io/brook-dev/brook:0.1.0"  # type: ignore[index]
 
     # The server refuses what the CRD schema refuses, as a real API server does.
     bad = yaml.safe_load((REPO / "manifests/examples/quickstart/cluster.yaml").read_text())
     bad["metadata"]["name"] = "wrong"
     bad["spec"]["replicas"] = "three"
-    r = kubeapi.kubectl("apply", "-f", "-", input=yaml.safe_dump(bad), check=False)
+    r = kube.kubectl("apply", "-f", "-", input=yaml.safe_dump(bad), check=False)
     assert r.returncode != 0 and "spec.replicas" in r.stderr, r.stderr
 
 
-def test_the_helm_path_with_the_quickstart_values(kube_api_factory: Callable[..., KubeApi]) -> None:
-    kube = kube_api_factory(bookmark_interval=1.0)
+def test_the_helm_path_with_the_quickstart_values(kube: Kube) -> None:
+    # What the kubectl path made and helm would own too (the CRDs stay: helm skips existing ones).
+    run(kube, "kubectl delete -f manifests/examples/quickstart/ --ignore-not-found")
+    run(kube, "kubectl delete -f manifests/operator.yaml -f manifests/rbac.yaml --ignore-not-found")
     (helm_line,) = [ln for ln in offline_block() if ln.startswith("#   or: helm ")]
     run(kube, helm_line.removeprefix("#   or: "))
     deploy = get(kube, "-n", "brook-system", "deployment", "brook-operator")
@@ -92,3 +95,5 @@ def test_the_helm_path_with_the_quickstart_values(kube_api_factory: Callable[...
     run(kube, "kubectl apply -f manifests/examples/quickstart/")
     etcd = get(kube, "cluster", "quickstart")["spec"]["etcd"]["managed"]  # type: ignore[index]
     assert etcd["replicas"] == 1 and etcd["storage"] == {"size": "256Mi"}  # type: ignore[index]
+    run(kube, "kubectl delete -f manifests/examples/quickstart/")
+    run(kube, "helm uninstall brook -n brook-system --wait")

@@ -1,6 +1,6 @@
 """A secured Cluster and a User end to end, with real processes (see test_operator_e2e.py for the
-setting): the API emulator, the pod runner, `brook-operator run` and a `brook broker`, plus
-confluent-kafka as the application.
+setting): the real control plane, the pod runner as its node agent, `brook-operator run` and a `brook
+broker`, plus confluent-kafka as the application.
 
 kubectl apply a one-broker Cluster with a SASL_SSL (SCRAM-SHA-512) listener and ACLs enforced → the
 operator makes the CAs and the brokers' certificate, adds its mutual-TLS replication listener and
@@ -25,8 +25,14 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.kubeapi.harness import KubeApi
-from tests.e2e.operator_harness import install_crds, operator_process, start_runner, tail
+from tests.e2e.controlplane import Kube
+from tests.e2e.operator_harness import (
+    install_operator,
+    operator_account,
+    operator_process,
+    start_runner,
+    tail,
+)
 
 NS = "secure"
 CLUSTER = "sec"
@@ -34,7 +40,7 @@ CLUSTER = "sec"
 
 @dataclass
 class Env:
-    kube: KubeApi
+    kube: Kube
     workdir: Path
     operator_log: Path
     plain: int
@@ -58,17 +64,20 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(kubeapi: KubeApi, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+def env(kube: Kube, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     workdir = tmp_path_factory.mktemp("security-e2e")
-    install_crds(kubeapi, NS)
-    runner = start_runner(kubeapi, workdir, NS, max_grace_seconds=10)
+    install_operator(kube, NS)
+    runner = start_runner(kube, workdir, NS, max_grace_seconds=10)
     try:
         ports = [runner.reserve_port() for _ in range(3)]
         log = workdir / "operator.log"
-        with operator_process(kubeapi, NS, log, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"):
-            yield Env(kubeapi, workdir, log, *ports)
+        with operator_process(
+            operator_account(kube), NS, log, kube, BROOK_OPERATOR_TLS_VERIFY_HOSTNAME="false"
+        ):
+            yield Env(kube, workdir, log, *ports)
     finally:
         runner.stop(grace=5)
+        kube.kubectl("delete", "namespace", NS, "--wait=false", check=False)
 
 
 def _client(e: Env, secret: dict[str, bytes], tmp: Path) -> dict[str, Any]:

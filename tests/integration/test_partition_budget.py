@@ -73,11 +73,9 @@ def test_a_cluster_refuses_placements_past_a_brokers_budget(tmp_path: Path) -> N
         a.create_partitions([NewPartitions("four", 9)])["four"].result(30)  # 9 on each broker
         a.create_topics([NewTopic("on-0", 1, replica_assignment=[[0]])])["on-0"].result(30)
         a.create_topics([NewTopic("on-1", 1, replica_assignment=[[1]])])["on-1"].result(30)
-        e = refusal(
-            a.create_topics([NewTopic("one-more", 1, replica_assignment=[[0]])], validate_only=True)[
-                "one-more"
-            ]
-        )
+        e = refusal(a.create_topics([NewTopic("one-more", 1, replica_assignment=[[0]])], validate_only=True)[
+            "one-more"
+        ])
         assert e.args[0].name() == "POLICY_VIOLATION"  # validate_only answers as the real thing
         # A reassignment may not add a replica to a full broker either (broker 2 has room).
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap)

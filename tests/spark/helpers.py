@@ -61,9 +61,8 @@ def create_topic(
     bootstrap: str, name: str, partitions: int = 3, config: dict[str, str] | None = None
 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.create_topics(
-        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
-    )
+    fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
+                                        config=config or {})])
     fut[name].result(15)
     deadline = time.monotonic() + 15
     while True:
@@ -82,14 +81,8 @@ def produce(
     timestamp_ms: int | None = None,
 ) -> int:
     """records: (key, value, headers, partition). Returns how many were acknowledged."""
-    p = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "linger.ms": 5,
-            "enable.idempotence": True,
-            "partitioner": "murmur2_random",
-        }
-    )
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
+                  "partitioner": "murmur2_random"})
     errors: list[str] = []
     n = 0
 
@@ -121,14 +114,8 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 30) -> list[Record]
     """Every record of the topic, from offset 0 to the end offsets as of now."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     parts = sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions)
-    c = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "tests-spark-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tests-spark-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
     out: list[Record] = []
     try:
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
@@ -160,22 +147,12 @@ class SparkJob:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> SparkJob:
-        env = dict(
-            os.environ,
-            PYSPARK_PYTHON=sys.executable,
-            PYSPARK_DRIVER_PYTHON=sys.executable,
-            PYTHONPATH=str(ROOT),
-        )
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+                   PYTHONPATH=str(ROOT))
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         # A session of its own: SIGKILL of the group takes the JVM and its Python workers down together.
-        self.proc = subprocess.Popen(
-            [sys.executable, str(JOB), *self.args],
-            stdout=log,
-            stderr=log,
-            env=env,
-            cwd=str(ROOT),
-            start_new_session=True,
-        )
+        self.proc = subprocess.Popen([sys.executable, str(JOB), *self.args], stdout=log, stderr=log,
+                                     env=env, cwd=str(ROOT), start_new_session=True)
         return self
 
     def wait(self, timeout: float) -> int:

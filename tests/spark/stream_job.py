@@ -1,8 +1,8 @@
 """A streaming query from a Brook topic, run as its own process by the kill-and-restart tests.
 
-stream_job.py --bootstrap B --source T --checkpoint DIR --sink brook:OUT|parquet:DIR
-              [--trigger available-now|processing:MS] [--max-per-trigger N]
-              [--sink-option k=v ...] [--run-seconds S]
+    stream_job.py --bootstrap B --source T --checkpoint DIR --sink brook:OUT|parquet:DIR
+                  [--trigger available-now|processing:MS] [--max-per-trigger N]
+                  [--sink-option k=v ...] [--run-seconds S]
 """
 
 from __future__ import annotations

@@ -50,15 +50,8 @@ def test_leader_killed_during_streaming_read_loses_nothing(spark: Any, cluster: 
     stop = threading.Event()
 
     def produce() -> None:
-        p = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-                "message.timeout.ms": 60_000,
-            }
-        )
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                      "linger.ms": 5, "message.timeout.ms": 60_000})
 
         def cb(err: KafkaError | None, msg: Any) -> None:
             if err is None:
@@ -100,7 +93,6 @@ def test_leader_killed_during_streaming_read_loses_nothing(spark: Any, cluster: 
     producer = threading.Thread(target=produce)
     producer.start()
     try:
-
         def progressed(batches: int) -> bool:
             assert q.exception() is None, q.exception()
             with lock:

@@ -60,34 +60,20 @@ def spark_app_schema() -> dict[str, Any]:
 def test_manifests_present() -> None:
     kinds = sorted({d["kind"] for _, d in DOCS})
     assert kinds == sorted(
-        [
-            "Job",
-            "Namespace",
-            "NetworkPolicy",
-            "PersistentVolumeClaim",
-            "Role",
-            "RoleBinding",
-            "ServiceAccount",
-            "SparkApplication",
-        ]
+        ["Job", "Namespace", "NetworkPolicy", "PersistentVolumeClaim", "Role", "RoleBinding",
+         "ServiceAccount", "SparkApplication"]
     )
 
 
-@pytest.mark.parametrize(
-    "name,doc",
-    [d for d in DOCS if d[1]["kind"] != "SparkApplication"],
-    ids=[n for n, d in DOCS if d["kind"] != "SparkApplication"],
-)
+@pytest.mark.parametrize("name,doc", [d for d in DOCS if d[1]["kind"] != "SparkApplication"],
+                         ids=[n for n, d in DOCS if d["kind"] != "SparkApplication"])
 def test_builtin_kinds_validate_strict(name: str, doc: dict[str, Any]) -> None:
     kv = pytest.importorskip("kubernetes_validate")
     kv.validate(doc, kv.latest_version(), strict=True)
 
 
-@pytest.mark.parametrize(
-    "name,doc",
-    [d for d in DOCS if d[1]["kind"] == "SparkApplication"],
-    ids=[n for n, d in DOCS if d["kind"] == "SparkApplication"],
-)
+@pytest.mark.parametrize("name,doc", [d for d in DOCS if d[1]["kind"] == "SparkApplication"],
+                         ids=[n for n, d in DOCS if d["kind"] == "SparkApplication"])
 def test_spark_applications_match_the_operator_crd(name: str, doc: dict[str, Any]) -> None:
     import jsonschema
 
@@ -139,15 +125,10 @@ def test_rbac_lets_the_driver_manage_executors() -> None:
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"][0]["name"] == "spark"
     policies = [d for _, d in DOCS if d["kind"] == "NetworkPolicy"]
-    assert any(
-        p["spec"].get("policyTypes") == ["Ingress", "Egress"] and "ingress" not in p["spec"] for p in policies
-    ), "a default-deny policy for the Spark pods"
-    egress_ports = {
-        port["port"]
-        for p in policies
-        for rule in p["spec"].get("egress", [])
-        for port in rule.get("ports", [])
-    }
+    assert any(p["spec"].get("policyTypes") == ["Ingress", "Egress"] and "ingress" not in p["spec"]
+               for p in policies), "a default-deny policy for the Spark pods"
+    egress_ports = {port["port"] for p in policies for rule in p["spec"].get("egress", [])
+                    for port in rule.get("ports", [])}
     assert {53, 9092, 443} <= egress_ports
 
 
@@ -165,10 +146,7 @@ def test_scripts_parse_and_submit_builds_a_k8s_cluster_mode_command() -> None:
         subprocess.run(["bash", "-n", str(K8S / script)], check=True)
         assert os.access(K8S / script, os.X_OK)
     out = subprocess.run(
-        [str(K8S / "submit.sh"), "streaming"],
-        check=True,
-        capture_output=True,
-        text=True,
+        [str(K8S / "submit.sh"), "streaming"], check=True, capture_output=True, text=True,
         env=dict(os.environ, DRY_RUN="1", K8S_API="https://10.0.0.1:6443", PATH="/usr/bin:/bin"),
     ).stdout
     assert "--master k8s://https://10.0.0.1:6443" in out and "--deploy-mode cluster" in out

@@ -51,9 +51,8 @@ def test_page_view_counts_end_to_end_and_report(spark: Any, brook: BrokerProcess
     ck = str(tmp_path / "ck")
 
     def run() -> None:
-        q = pipeline.build_query(
-            spark, brook.bootstrap, checkpoint=ck, trigger="available-now", max_offsets_per_trigger=4000
-        ).start()
+        q = pipeline.build_query(spark, brook.bootstrap, checkpoint=ck, trigger="available-now",
+                                 max_offsets_per_trigger=4000).start()
         q.awaitTermination(180)
         assert q.exception() is None, q.exception()
 

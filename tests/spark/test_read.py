@@ -42,14 +42,7 @@ def test_batch_read_returns_exactly_what_was_produced(spark: Any, brook: BrokerP
 
     df = reader(spark, brook, subscribe="exact", includeHeaders="true").load()
     assert [f.name for f in df.schema.fields] == [
-        "key",
-        "value",
-        "topic",
-        "partition",
-        "offset",
-        "timestamp",
-        "timestampType",
-        "headers",
+        "key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"
     ]
     rows = df.collect()
     got = sorted(
@@ -140,9 +133,8 @@ def test_streaming_max_offsets_per_trigger_available_now_and_new_partitions(
         spark, brook, ck, subscribe="st", startingOffsets="earliest", maxOffsetsPerTrigger="300"
     )
     got = sorted((r.partition, r.offset) for r in rows2)
-    assert got == sorted(
-        [(0, 500 + i) for i in range(20)] + [(1, 500 + i) for i in range(20)] + [(2, i) for i in range(20)]
-    )
+    assert got == sorted([(0, 500 + i) for i in range(20)] + [(1, 500 + i) for i in range(20)]
+                         + [(2, i) for i in range(20)])
 
 
 def test_streaming_new_topic_matching_pattern(spark: Any, brook: BrokerProcess, tmp_path: Path) -> None:
@@ -178,39 +170,23 @@ def test_fail_on_data_loss(spark: Any, brook: BrokerProcess, tmp_path: Path) -> 
     # Small segments; the first 100 records carry an hour-old timestamp, so retention (10 min) deletes
     # their segments at once, while the next 100 stay.
     create_topic(brook.bootstrap, "lossy", 1, {"segment.bytes": "2000", "retention.ms": "600000"})
-    produce(
-        brook.bootstrap,
-        "lossy",
-        [(None, b"x" * 100, None, 0) for _ in range(100)],
-        timestamp_ms=int(time.time() * 1000) - 3_600_000,
-    )
+    produce(brook.bootstrap, "lossy", [(None, b"x" * 100, None, 0) for _ in range(100)],
+            timestamp_ms=int(time.time() * 1000) - 3_600_000)
     produce(brook.bootstrap, "lossy", [(None, b"y" * 100, None, 0) for _ in range(100)])
     low = _wait_log_start(brook, "lossy", 50)
     assert 50 <= low <= 100, f"retention did not delete the first segments (log start {low})"
     from_zero = json.dumps({"lossy": {"0": 0}})
     with pytest.raises(Exception, match="failOnDataLoss"):
         reader(spark, brook, subscribe="lossy", startingOffsets=from_zero).load().count()
-    df = reader(
-        spark,
-        brook,
-        subscribe="lossy",
-        startingOffsets=json.dumps({"lossy": {"0": 0}}),
-        failOnDataLoss="false",
-    ).load()
+    df = reader(spark, brook, subscribe="lossy", startingOffsets=json.dumps({"lossy": {"0": 0}}),
+                failOnDataLoss="false").load()
     assert df.count() == 200 - low
     # A streaming query positioned before the log start: a clear error, or a skip when false.
     with pytest.raises(Exception, match="failOnDataLoss"):
-        run_available_now(
-            spark, brook, tmp_path / "ck2", subscribe="lossy", startingOffsets=json.dumps({"lossy": {"0": 3}})
-        )
-    rows, _ = run_available_now(
-        spark,
-        brook,
-        tmp_path / "ck3",
-        subscribe="lossy",
-        startingOffsets=json.dumps({"lossy": {"0": 3}}),
-        failOnDataLoss="false",
-    )
+        run_available_now(spark, brook, tmp_path / "ck2", subscribe="lossy",
+                          startingOffsets=json.dumps({"lossy": {"0": 3}}))
+    rows, _ = run_available_now(spark, brook, tmp_path / "ck3", subscribe="lossy",
+                                startingOffsets=json.dumps({"lossy": {"0": 3}}), failOnDataLoss="false")
     assert sorted(r.offset for r in rows) == list(range(low, 200))
 
 
@@ -219,15 +195,9 @@ def test_commit_publishes_progress_as_group_offsets(spark: Any, brook: BrokerPro
 
     create_topic(brook.bootstrap, "lag", 2)
     produce(brook.bootstrap, "lag", [(None, b"v", None, i % 2) for i in range(300)])
-    rows, _ = run_available_now(
-        spark,
-        brook,
-        tmp_path / "ck",
-        subscribe="lag",
-        startingOffsets="earliest",
-        maxOffsetsPerTrigger="100",
-        **{"kafka.group.id": "spark-lag-test"},
-    )
+    rows, _ = run_available_now(spark, brook, tmp_path / "ck", subscribe="lag",
+                                startingOffsets="earliest", maxOffsetsPerTrigger="100",
+                                **{"kafka.group.id": "spark-lag-test"})
     assert len(rows) == 300
     c = Consumer({"bootstrap.servers": brook.bootstrap, "group.id": "spark-lag-test"})
     try:

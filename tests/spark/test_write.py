@@ -33,35 +33,21 @@ def test_batch_write_columns_as_spark_kafka_sink(spark: Any, brook: BrokerProces
     create_topic(brook.bootstrap, "w.cols", 3)
     create_topic(brook.bootstrap, "w.other", 3)
     rows = [
-        Row(
-            key=f"k{i % 7}",
-            value=f"v{i}".encode(),
-            topic="w.other" if i % 10 == 0 else None,
+        Row(key=f"k{i % 7}", value=f"v{i}".encode(), topic="w.other" if i % 10 == 0 else None,
             partition=(i % 3) if i % 4 == 0 else None,
-            headers=[Row(key="n", value=str(i).encode())] if i % 2 else None,
-        )
+            headers=[Row(key="n", value=str(i).encode())] if i % 2 else None)
         for i in range(400)
     ]
-    schema = (
-        "key string, value binary, topic string, partition int, "
-        "headers array<struct<key: string, value: binary>>"
-    )
+    schema = ("key string, value binary, topic string, partition int, "
+              "headers array<struct<key: string, value: binary>>")
     df = spark.createDataFrame(rows, schema)
-    (
-        df.write.format("brook")
-        .option("kafka.bootstrap.servers", brook.bootstrap)
-        .option("topic", "w.cols")
-        .mode("append")
-        .save()
-    )
+    (df.write.format("brook").option("kafka.bootstrap.servers", brook.bootstrap).option("topic", "w.cols")
+     .mode("append").save())
     got = consume_all(brook.bootstrap, "w.cols")
     other = consume_all(brook.bootstrap, "w.other")
     assert len(got) == 360 and len(other) == 40
-    want = sorted(
-        (f"k{i % 7}".encode(), f"v{i}".encode(), [("n", str(i).encode())] if i % 2 else [])
-        for i in range(400)
-        if i % 10
-    )
+    want = sorted((f"k{i % 7}".encode(), f"v{i}".encode(), [("n", str(i).encode())] if i % 2 else [])
+                  for i in range(400) if i % 10)
     assert sorted((k, v, user_headers(h)) for _, _, k, v, h in got) == want
     for p, _, _, v, _ in got:  # explicit partitions are honoured
         i = int(v[1:])
@@ -78,8 +64,7 @@ def test_write_requires_value_and_topic(spark: Any, brook: BrokerProcess) -> Non
     df = spark.createDataFrame([("a",)], "key string")
     with pytest.raises(Exception, match="value column"):
         df.write.format("brook").option("kafka.bootstrap.servers", brook.bootstrap).option("topic", "x").mode(
-            "append"
-        ).save()
+            "append").save()
     df = spark.createDataFrame([(b"a",)], "value binary")
     with pytest.raises(Exception, match="topic"):
         df.write.format("brook").option("kafka.bootstrap.servers", brook.bootstrap).mode("append").save()
@@ -90,15 +75,9 @@ def test_replayed_batch_adds_no_duplicates(spark: Any, brook: BrokerProcess) -> 
     df = spark.createDataFrame([(str(i), f"value-{i}") for i in range(500)], "key string, value string")
 
     def write(batch_id: int) -> None:
-        (
-            df.write.format("brook")
-            .option("kafka.bootstrap.servers", brook.bootstrap)
-            .option("topic", "w.replay")
-            .option("sinkId", "replay-test")
-            .option("batchId", str(batch_id))
-            .mode("append")
-            .save()
-        )
+        (df.write.format("brook").option("kafka.bootstrap.servers", brook.bootstrap)
+         .option("topic", "w.replay").option("sinkId", "replay-test").option("batchId", str(batch_id))
+         .mode("append").save())
 
     write(7)
     assert len(consume_all(brook.bootstrap, "w.replay")) == 500
@@ -140,13 +119,8 @@ def test_commit_resumes_after_the_driver_dies_mid_write(brook: BrokerProcess, cr
     env = dict(os.environ, PYTHONPATH=f"{ROOT}:{ROOT / 'services'}")
 
     def run(crash: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-c", CRASHING_COMMIT, brook.bootstrap, topic, crash],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
-        )
+        return subprocess.run([sys.executable, "-c", CRASHING_COMMIT, brook.bootstrap, topic, crash],
+                              capture_output=True, text=True, env=env, timeout=120)
 
     first = run(str(crash_after))
     assert first.returncode == 86, first.stderr[-2000:]
@@ -181,24 +155,12 @@ def test_streaming_write_exactly_once_through_a_crash_in_commit_and_a_sigkill(
     records = [(str(i).encode(), b"%08d" % i + b"." * 92, None, None) for i in range(n)]
     produce(brook.bootstrap, "eo.src", records)
     ck = tmp_path / "ck"
-    base = [
-        "--bootstrap",
-        brook.bootstrap,
-        "--source",
-        "eo.src",
-        "--checkpoint",
-        str(ck),
-        "--sink",
-        "brook:eo.out",
-        "--max-per-trigger",
-        "4000",
-    ]
+    base = ["--bootstrap", brook.bootstrap, "--source", "eo.src", "--checkpoint", str(ck),
+            "--sink", "brook:eo.out", "--max-per-trigger", "4000"]
 
     # Run 1: the commit of batch 0 exits the driver's Python after 1500 records (the test hook).
-    job = SparkJob(
-        [*base, "--trigger", "processing:200", "--sink-option", "brook.test.crashAfterRecords=1500"],
-        tmp_path / "run1.log",
-    ).start()
+    job = SparkJob([*base, "--trigger", "processing:200", "--sink-option",
+                    "brook.test.crashAfterRecords=1500"], tmp_path / "run1.log").start()
     job.wait(120)
     assert len(consume_all(brook.bootstrap, "eo.out")) == 1500, job.tail()
     marker = _marker(brook.bootstrap, "ckpt-")

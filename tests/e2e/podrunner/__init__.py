@@ -1,6 +1,6 @@
-"""A local pod runner for end-to-end tests against the Kubernetes API emulator (tests/e2e/kubeapi):
-StatefulSet controller, scheduler, kubelet and kube-proxy for one host, where every pod is a set of
-local processes on 127.0.0.1. See README.md in this directory."""
+"""A local pod runner for end-to-end tests: the node agent (kubelet) and kube-proxy of the real control
+plane (tests/e2e/controlplane) for one host, where every pod is a set of local processes on
+127.0.0.1. See README.md in this directory."""
 
 from .kubelet import PORT_ANNOTATION, Event
 from .ports import PortAllocator

@@ -1,6 +1,6 @@
-"""`python -m tests.e2e.podrunner --kubeconfig K --workdir DIR [--namespace NS]`: run the pod runner
-against an API server (e.g. `python -m tests.e2e.kubeapi --port 0 --kubeconfig K`) until SIGINT/SIGTERM;
-the pods' processes are stopped on exit (their API objects are left alone)."""
+"""`python -m tests.e2e.podrunner --kubeconfig K --workdir DIR [--namespace NS]`: run the pod runner as
+the node agent of a control plane (e.g. `python -m tests.e2e.controlplane --workdir D`) until
+SIGINT/SIGTERM; the pods' processes are stopped on exit (their API objects are left alone)."""
 
 from __future__ import annotations
 

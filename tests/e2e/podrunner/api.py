@@ -1,11 +1,13 @@
 """A small JSON-over-HTTP client of the Kubernetes API for the pod runner (plain aiohttp, no generated
-classes): list, get, create, merge-patch, delete, POST to a subresource, and watches used as triggers."""
+classes): list, get, create, merge-patch, delete, POST to a subresource, and watches used as triggers.
+TLS with the kubeconfig's CA and client certificate or token."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,14 +26,28 @@ class ApiError(Exception):
         self.status = status
 
 
-def server_of(kubeconfig: Path) -> tuple[str, str | None]:
-    """(server URL, bearer token or None) of the kubeconfig's current context."""
+class Connection:
+    """Where and how to reach the API server: URL, a token or client certificate, the CA."""
+
+    def __init__(
+        self, server: str, token: str | None, ssl_context: ssl.SSLContext | None, ca_file: str | None = None
+    ) -> None:
+        self.server, self.token, self.ssl_context, self.ca_file = server, token, ssl_context, ca_file
+
+
+def connection_of(kubeconfig: Path) -> Connection:
     cfg = yaml.safe_load(kubeconfig.read_text())
     ctx_name = cfg.get("current-context")
     ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == ctx_name)
     cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
     user = next((u.get("user") or {} for u in cfg.get("users") or [] if u["name"] == ctx.get("user")), {})
-    return str(cluster["server"]).rstrip("/"), user.get("token")
+    server = str(cluster["server"]).rstrip("/")
+    context = None
+    if server.startswith("https:"):
+        context = ssl.create_default_context(cafile=cluster.get("certificate-authority"))
+        if user.get("client-certificate"):
+            context.load_cert_chain(user["client-certificate"], user.get("client-key"))
+    return Connection(server, user.get("token"), context, cluster.get("certificate-authority"))
 
 
 def path(api_version: str, plural: str, namespace: str | None = None, name: str | None = None) -> str:
@@ -43,8 +59,11 @@ def path(api_version: str, plural: str, namespace: str | None = None, name: str 
 
 
 class Api:
-    def __init__(self, server: str, token: str | None = None) -> None:
+    def __init__(
+        self, server: str, token: str | None = None, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self.server = server
+        self.ssl_context = ssl_context
         self._headers = {"Accept": "application/json"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -53,7 +72,10 @@ class Api:
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10))
+            self._session = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                connector=aiohttp.TCPConnector(ssl=self.ssl_context if self.ssl_context else True),
+            )
         return self._session
 
     async def close(self) -> None:

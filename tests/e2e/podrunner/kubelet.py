@@ -95,6 +95,10 @@ class Host(Protocol):
 
     def record(self, kind: str, pod: Mapping[str, Any], detail: str = "") -> None: ...
 
+    async def pod_credentials(self, pod: JSON, source: JSON, directory: Path) -> tuple[str, Path]:
+        """(token, kubeconfig) for a projected serviceAccountToken `source` of `pod`."""
+        ...
+
 
 class Container:
     """One container's processes over the pod's life (restarts included)."""
@@ -395,6 +399,7 @@ class PodWorker:
         self.inits = [Container(self, c, True) for c in spec.get("initContainers") or []]
         self.containers = [Container(self, c, False) for c in spec.get("containers") or []]
         self.mount_dirs: dict[str, Path] = {}
+        self.token, self.kubeconfig = "", host.kubeconfig  # the service-account token, if mounted
         self.conditions: dict[str, tuple[str, str]] = {"PodScheduled": ("True", now_iso())}
         self.phase = "Pending"
         self.start_time = now_iso()
@@ -476,8 +481,18 @@ class PodWorker:
                 )
             except ApiError as e:
                 log.warning("cannot annotate %s/%s: %s", self.namespace, self.name, e)
+        await self._credentials()
         self._volumes()
         self.host.record("scheduled", self.pod, " ".join(f"{k}={v}" for k, v in sorted(ports.items())))
+
+    async def _credentials(self) -> None:
+        for vol in (self.pod.get("spec") or {}).get("volumes") or []:
+            for src in (vol.get("projected") or {}).get("sources") or []:
+                if "serviceAccountToken" in src:
+                    self.token, self.kubeconfig = await self.host.pod_credentials(
+                        self.pod, src["serviceAccountToken"], self.dir
+                    )
+                    return
 
     def _volumes(self) -> None:
         spec = self.pod.get("spec") or {}
@@ -501,7 +516,7 @@ class PodWorker:
                 files.update(self._downward(vol["downwardAPI"].get("items") or []))
             for src in (vol.get("projected") or {}).get("sources") or []:
                 if "serviceAccountToken" in src:
-                    files[str(src["serviceAccountToken"].get("path", "token"))] = "podrunner-token"
+                    files[str(src["serviceAccountToken"].get("path", "token"))] = self.token
                 if "downwardAPI" in src:
                     files.update(self._downward(src["downwardAPI"].get("items") or []))
                 if "configMap" in src:
@@ -575,7 +590,7 @@ class PodWorker:
             commands=self.host.commands,
             image_entrypoints=self.host.image_entrypoints,
             base_env=self.host.base_env,
-            kubeconfig=self.host.kubeconfig,
+            kubeconfig=self.kubeconfig,
             cwd=self.dir / "cwd",
         )
 
@@ -653,7 +668,8 @@ class PodWorker:
             "podIPs": [{"ip": POD_IP}],
             "startTime": self.start_time,
             "containerStatuses": [c.status() for c in self.containers],
-            "qosClass": "Burstable",
+            # The API server computes it at creation and refuses a change.
+            "qosClass": (self.pod.get("status") or {}).get("qosClass") or "Burstable",
         }
         if self.inits:
             out["initContainerStatuses"] = [c.status() for c in self.inits]

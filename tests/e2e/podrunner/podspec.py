@@ -21,8 +21,9 @@ What a kubelet and a container runtime would do, reduced to one host where every
   `127.0.0.1:<that pod's host port>`; a Service's name (`<svc>.<ns>.svc`) becomes 127.0.0.1 with the
   port kept (the runner's Service proxy listens there).
 - A container that mounts a service-account token (a projected `serviceAccountToken` source) gets
-  `KUBECONFIG` pointing at the runner's kubeconfig: the kubernetes client falls back to it because no
-  KUBERNETES_SERVICE_HOST is set, so in-pod API clients (e.g. `brook-operator rack-init`) reach the API.
+  `KUBECONFIG` pointing at a kubeconfig with the pod's own bound token (runner.pod_credentials): the
+  kubernetes client falls back to it because no KUBERNETES_SERVICE_HOST is set, so in-pod API clients
+  (e.g. `brook-operator rack-init`) reach the API as the pod's ServiceAccount.
 """
 
 from __future__ import annotations

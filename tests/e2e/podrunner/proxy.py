@@ -19,11 +19,21 @@ from typing import Any
 
 from .podspec import POD_IP, resolve_port
 from .ports import PortAllocator
-from .statefulset import running_and_ready, terminating
 
 log = logging.getLogger("podrunner.proxy")
 JSON = dict[str, Any]
 Key = tuple[str, str, int]  # namespace, service, port
+
+
+def terminating(pod: Mapping[str, Any]) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def running_and_ready(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    if status.get("phase") != "Running" or terminating(pod):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
 
 
 def _matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:

@@ -1,15 +1,15 @@
-"""The pod runner: StatefulSet controller + scheduler + kubelet + kube-proxy for one host.
+"""The pod runner: the node agent (kubelet) and kube-proxy of a real control plane, for one host.
 
-`PodRunner` (asyncio) watches StatefulSets, Pods and Services (one namespace, or all) as triggers and
-re-reads the state on every trigger and every `resync` seconds, then:
-1. creates the fake Nodes once (labels `kubernetes.io/hostname` and `topology.kubernetes.io/zone`),
-2. for every StatefulSet: creates missing claims and pods, deletes pods (statefulset.plan), writes
-   its status (statefulset.status); pods go to the nodes round robin by ordinal,
-3. binds unscheduled bare pods to a node,
-4. runs every pod bound to its nodes (kubelet.PodWorker), terminates deleted ones, forgets vanished
-   ones,
-5. proxies ClusterIP Services (proxy.ServiceProxy).
+`PodRunner` (asyncio) watches Pods and Services (one namespace, or all) as triggers and re-reads the
+state on every trigger and every `resync` seconds, then:
+1. registers its Nodes once (labels `kubernetes.io/hostname` and `topology.kubernetes.io/zone`,
+   capacity, Ready) and heartbeats their status (node.py),
+2. provisions a volume for every pending claim (node.py: a local-path provisioner),
+3. runs every pod the scheduler bound to its nodes (kubelet.PodWorker), terminates deleted ones,
+   forgets vanished ones,
+4. proxies ClusterIP Services (proxy.ServiceProxy).
 
+The real StatefulSet controller makes the pods and the real scheduler places them.
 `RunnerThread` runs it on a daemon thread for synchronous tests: `start()`, `stop()`, `events()`,
 `host_ports(namespace, pod)`, `reserve_port()`.
 """
@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
-from . import statefulset
-from .api import Api, ApiError, server_of
+import aiohttp
+
+from . import node
+from .api import Api, ApiError, connection_of
 from .kubelet import PORT_ANNOTATION, Event, PodWorker, now_iso
 from .ports import PortAllocator
 from .proxy import ServiceProxy
@@ -86,13 +88,15 @@ class RunnerConfig:
     max_grace_seconds: float | None = None  # cap on a deleted pod's grace period (None: the pod's)
     resync: float = 1.0
     proxy: bool = True
+    heartbeat_seconds: float = 5.0  # node status heartbeats (the controller-manager's grace: 20 s)
 
 
 class PodRunner:
     def __init__(self, config: RunnerConfig, ports: PortAllocator | None = None) -> None:
         self.config = config
-        server, token = server_of(config.kubeconfig)
-        self.api = Api(server, token)
+        conn = connection_of(config.kubeconfig)
+        self.api = Api(conn.server, conn.token, conn.ssl_context)
+        self.connection = conn
         self.ports = ports or PortAllocator()
         self.workdir = config.workdir
         self.kubeconfig = config.kubeconfig
@@ -111,6 +115,7 @@ class PodRunner:
         self._nodes_ready = False
         self._finalizing: set[str] = set()
         self._background_tasks: set[asyncio.Task[None]] = set()
+        self._started_at = now_iso()
 
     # ------------------------------------------------------------ Host protocol
 
@@ -139,11 +144,12 @@ class PodRunner:
     async def start(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         ns = self.config.namespace
-        for api_version, plural in (("apps/v1", "statefulsets"), ("v1", "pods"), ("v1", "services")):
+        for api_version, plural in (("v1", "pods"), ("v1", "services"), ("v1", "persistentvolumeclaims")):
             self._tasks.append(
                 asyncio.create_task(self.api.watch_forever(api_version, plural, ns, self._trigger))
             )
         self._tasks.append(asyncio.create_task(self._loop()))
+        self._tasks.append(asyncio.create_task(self._heartbeats()))
 
     async def _loop(self) -> None:
         while True:
@@ -169,6 +175,12 @@ class PodRunner:
             t.cancel()
         self.workers.clear()
         await self.proxy.close()
+        # The nodes leave the cluster: nothing is scheduled onto them any more, and the pod garbage
+        # collector removes what was bound there (a pod on a live node that no kubelet serves would
+        # stay Terminating forever once deleted).
+        for name, _ in self.config.nodes:
+            with contextlib.suppress(ApiError, aiohttp.ClientError, OSError, TimeoutError):
+                await self.api.delete("v1", "nodes", None, name)
         await self.api.close()
 
     async def _ensure_nodes(self) -> None:
@@ -188,102 +200,62 @@ class PodRunner:
             except ApiError as e:
                 if e.status != 409:
                     raise
-            with contextlib.suppress(ApiError):
-                await self.api.patch(
-                    "v1",
-                    "nodes",
-                    None,
-                    name,
-                    {
-                        "status": {
-                            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
-                            "addresses": [
-                                {"type": "InternalIP", "address": "127.0.0.1"},
-                                {"type": "Hostname", "address": name},
-                            ],
-                        }
-                    },
-                    "status",
-                )
+            await self._node_status(name)
         self._nodes_ready = True
 
-    def node_for(self, ordinal: int) -> str:
-        return self.config.nodes[ordinal % len(self.config.nodes)][0]
+    async def _node_status(self, name: str) -> None:
+        status = node.node_status(name, now_iso(), self._started_at)
+        with contextlib.suppress(ApiError):
+            await self.api.patch("v1", "nodes", None, name, {"status": status}, "status")
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_seconds)
+            for name, _ in self.config.nodes:
+                with contextlib.suppress(aiohttp.ClientError, OSError, TimeoutError):
+                    await self._node_status(name)
 
     async def sync(self) -> None:
         await self._ensure_nodes()
         ns = self.config.namespace
-        stss = await self.api.list("apps/v1", "statefulsets", ns)
         pods = await self.api.list("v1", "pods", ns)
-        changed = False
-        for sts in stss:
-            changed |= await self._sync_statefulset(sts, pods)
-        changed |= await self._schedule(pods)
+        await self._provision(ns)
         self._sync_pods(pods)
         if self.config.proxy:
             services = await self.api.list("v1", "services", ns)
             await self.proxy.sync(services, pods)
-        if changed:
-            self._trigger.set()
 
-    async def _sync_statefulset(self, sts: JSON, pods: list[JSON]) -> bool:
-        meta = sts["metadata"]
-        ns, name = str(meta["namespace"]), str(meta["name"])
-        if meta.get("deletionTimestamp"):
-            return False
-        owned = statefulset.owned_pods(sts, pods)
-        plan = statefulset.plan(sts, owned)
-        for i in plan.create:
-            for claim in statefulset.claims(sts, i):
-                try:
-                    await self.api.create("v1", "persistentvolumeclaims", ns, claim)
-                except ApiError as e:
-                    if e.status != 409:
-                        log.warning("claim %s: %s", claim["metadata"]["name"], e)
-            manifest = statefulset.pod_manifest(sts, i, self.node_for(i))
+    async def _provision(self, namespace: str | None) -> None:
+        """The local-path provisioner (node.py): a volume per pending claim, released ones deleted."""
+        claims = await self.api.list("v1", "persistentvolumeclaims", namespace)
+        volumes = await self.api.list("v1", "persistentvolumes")
+        for claim in node.claims_to_provision(claims, volumes):
+            meta = claim["metadata"]
+            directory = self.workdir / "volumes" / str(meta["namespace"]) / str(meta["name"])
+            directory.mkdir(parents=True, exist_ok=True)
             try:
-                created = await self.api.create("v1", "pods", ns, manifest)
-                self.record(
-                    "created",
-                    created,
-                    f"revision {manifest['metadata']['labels'][statefulset.REVISION_LABEL]}",
-                )
+                volume = node.persistent_volume(claim, directory)
+                await self.api.create("v1", "persistentvolumes", None, volume)
+                log.info("provisioned %s/%s", meta["namespace"], meta["name"])
             except ApiError as e:
                 if e.status != 409:
-                    log.warning("create pod %s/%s-%d: %s", ns, name, i, e)
-        for pod_name in plan.delete:
-            log.info("statefulset %s/%s: deleting pod %s", ns, name, pod_name)
-            await self.api.delete("v1", "pods", ns, pod_name)
-        status = statefulset.status(sts, owned)
-        old = sts.get("status") or {}
-        if any(old.get(k) != v for k, v in status.items()):
-            with contextlib.suppress(ApiError):
-                await self.api.patch("apps/v1", "statefulsets", ns, name, {"status": status}, "status")
-        return bool(plan.create or plan.delete)
+                    log.warning("volume for %s/%s: %s", meta["namespace"], meta["name"], e)
+        for name in node.released(volumes):
+            await self.api.delete("v1", "persistentvolumes", None, name)
 
-    async def _schedule(self, pods: list[JSON]) -> bool:
-        bound = False
-        for p in pods:
-            meta, spec = p["metadata"], p.get("spec") or {}
-            if spec.get("nodeName") or meta.get("deletionTimestamp"):
-                continue
-            node = self.node_for(sum(map(ord, str(meta["name"]))))
-            with contextlib.suppress(ApiError):
-                await self.api.post_sub(
-                    "v1",
-                    "pods",
-                    meta["namespace"],
-                    meta["name"],
-                    "binding",
-                    {
-                        "apiVersion": "v1",
-                        "kind": "Binding",
-                        "metadata": {"name": meta["name"]},
-                        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-                    },
-                )
-                bound = True
-        return bound
+    async def pod_credentials(self, pod: JSON, source: JSON, directory: Path) -> tuple[str, Path]:
+        """(token, kubeconfig) for a pod's projected service-account token: a token of the pod's
+        ServiceAccount bound to the pod (TokenRequest), as the kubelet mounts it."""
+        meta = pod["metadata"]
+        account = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
+        answer = await self.api.post_sub(
+            "v1", "serviceaccounts", meta["namespace"], account, "token", node.token_request(pod, source)
+        )
+        token = str(answer["status"]["token"])
+        path = node.token_kubeconfig(
+            directory / "kubeconfig", self.api.server, self.connection.ca_file, token, str(meta["namespace"])
+        )
+        return token, path
 
     def _sync_pods(self, pods: list[JSON]) -> None:
         mine = {n for n, _ in self.config.nodes}
@@ -393,7 +365,7 @@ class RunnerThread:
         return self.call(self.runner.processes)
 
     def stop(self, grace: float = 5.0, timeout: float = 60.0) -> None:
-        """Stop every process (SIGTERM, SIGKILL after `grace`); the API objects are left alone."""
+        """Stop every process (SIGTERM, SIGKILL after `grace`) and delete the Nodes; the pods are left."""
         if self.runner is not None and self.loop.is_running():
             with contextlib.suppress(concurrent.futures.TimeoutError):
                 asyncio.run_coroutine_threadsafe(self.runner.stop(grace), self.loop).result(timeout)

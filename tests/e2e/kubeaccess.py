@@ -1,27 +1,18 @@
-"""Test-side handle on a running emulator: kubeconfig, environment, kubectl/helm runners, clients.
-
-Used by tests/e2e/conftest.py's fixtures; usable directly from any test or script:
-
-    with KubeApi.started(tmp_path) as kube:
-        kube.kubectl("apply", "-f", "cr.yaml")
-        core = kubernetes.client.CoreV1Api(kube.client())
-"""
+"""What a test needs to talk to a Kubernetes API server: kubectl and helm (`KubeTools`), an
+environment for subprocesses, and `KubeAccess` (kubectl()/helm()/client()/wait_for() on one
+kubeconfig)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .runner import EmulatorThread, write_kubeconfig
-from .server import KubeApiServer
-
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 
 
@@ -55,58 +46,27 @@ class KubeTools:
         return tools
 
 
-@dataclass
-class KubeApi:
-    """A running emulator plus everything a client needs to reach it."""
+def tool_env(workdir: Path, kubeconfig: Path, tools: KubeTools | None) -> dict[str, str]:
+    """os.environ plus KUBECONFIG, a discovery cache and helm homes of this server's own, tools first."""
+    env = dict(os.environ)
+    env.update(
+        KUBECONFIG=str(kubeconfig),
+        KUBECACHEDIR=str(workdir / "kube-cache"),  # discovery cache per server, never a stale one
+        HELM_CACHE_HOME=str(workdir / "helm" / "cache"),
+        HELM_CONFIG_HOME=str(workdir / "helm" / "config"),
+        HELM_DATA_HOME=str(workdir / "helm" / "data"),
+    )
+    if tools is not None:
+        env["PATH"] = f"{tools.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
 
-    emulator: EmulatorThread
+
+class KubeAccess:
+    """kubectl, helm and the Python client on `kubeconfig`, with `env` for every subprocess."""
+
     kubeconfig: Path
-    home: Path
-    tools: KubeTools | None = None
-    env: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def url(self) -> str:
-        return self.emulator.url
-
-    @property
-    def server(self) -> KubeApiServer:
-        return self.emulator.server
-
-    @classmethod
-    def start(cls, workdir: Path, tools: KubeTools | None = None, **server_kwargs: Any) -> KubeApi:
-        workdir.mkdir(parents=True, exist_ok=True)
-        emulator = EmulatorThread(**server_kwargs).start()
-        kubeconfig = write_kubeconfig(workdir / "kubeconfig", emulator.url)
-        home = workdir / "home"
-        home.mkdir(exist_ok=True)
-        env = dict(os.environ)
-        env.update(
-            KUBECONFIG=str(kubeconfig),
-            KUBECACHEDIR=str(workdir / "kube-cache"),  # discovery cache per emulator, never a stale one
-            HELM_CACHE_HOME=str(workdir / "helm" / "cache"),
-            HELM_CONFIG_HOME=str(workdir / "helm" / "config"),
-            HELM_DATA_HOME=str(workdir / "helm" / "data"),
-        )
-        if tools is not None:
-            env["PATH"] = f"{tools.bin_dir}{os.pathsep}{env.get('PATH', '')}"
-        return cls(emulator, kubeconfig, home, tools, env)
-
-    @classmethod
-    @contextlib.contextmanager
-    def started(
-        cls, workdir: Path, tools: KubeTools | None = None, **server_kwargs: Any
-    ) -> Iterator[KubeApi]:
-        kube = cls.start(workdir, tools, **server_kwargs)
-        try:
-            yield kube
-        finally:
-            kube.stop()
-
-    def stop(self) -> None:
-        self.emulator.stop()
-
-    # ------------------------------------------------------------ tools
+    tools: KubeTools | None
+    env: dict[str, str]
 
     def run_tool(
         self, tool: Path, *args: str, input: str | None = None, check: bool = True, timeout: float = 30.0
@@ -133,8 +93,6 @@ class KubeApi:
         assert self.tools is not None, "no kube tools given"
         return self.run_tool(self.tools.helm, *args, input=input, check=check, timeout=timeout)
 
-    # ------------------------------------------------------------ clients and state
-
     def client(self) -> Any:
         """A `kubernetes.client.ApiClient` configured from the kubeconfig."""
         from kubernetes import config
@@ -142,10 +100,6 @@ class KubeApi:
         return config.new_client_from_config(  # type: ignore[no-untyped-call,unused-ignore]
             config_file=str(self.kubeconfig)
         )
-
-    def call(self, fn: Callable[[], T]) -> T:
-        """Run fn on the emulator's loop, e.g. `kube.call(lambda: kube.server.store.rv)`."""
-        return self.emulator.call(fn)
 
     def wait_for(
         self,
