@@ -10,11 +10,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from kafka.protocol.metadata import ApiVersionsRequest
-
 from tests.support.broker import BrokerProcess
 from tests.support.cluster import eventually
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, api_versions_request
 
 
 def _open(b: BrokerProcess, n: int) -> list[socket.socket]:
@@ -23,7 +21,7 @@ def _open(b: BrokerProcess, n: int) -> list[socket.socket]:
 
 def _serves(b: BrokerProcess) -> bool:
     with RawClient(b.bootstrap) as c:
-        return bool(c.request(ApiVersionsRequest(), 3).api_keys)
+        return bool(c.request(api_versions_request(), 3).api_keys)
 
 
 def _refused_metric(b: BrokerProcess, limit: str) -> float:

@@ -22,6 +22,11 @@ def readable(sock: socket.socket, seconds: float) -> bool:
     return bool(poller.poll(seconds * 1000))
 
 
+def api_versions_request() -> Any:
+    """ApiVersions v3+ names the client (KIP-511): an empty name is INVALID_REQUEST, as Kafka answers."""
+    return ApiVersionsRequest(client_software_name="brook-tests", client_software_version="1")
+
+
 class RawClient:
     def __init__(
         self,
@@ -53,7 +58,7 @@ class RawClient:
     def served(self) -> bool:
         """Whether the broker answers an ApiVersions request on this connection (False: it closed it)."""
         try:
-            return bool(self.request(ApiVersionsRequest(), 3).api_keys)
+            return bool(self.request(api_versions_request(), 3).api_keys)
         except (ConnectionError, ssl.SSLError):
             return False
 
