@@ -69,12 +69,13 @@ def error_name(code: int) -> str:
 class Wire:
     """One connection to a broker speaking raw requests."""
 
-    def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 15.0, *, authenticated: bool = True) -> None:
+        """`authenticated=False`: a SASL listener, where no Metadata may come first to learn the node id."""
         host, port = bootstrap.split(",")[0].rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self._cid = 0
         self.node_id = -1
-        meta = self.send(ApiKey.METADATA, 12, {"topics": []}, normalize=False)
+        meta = self.send(ApiKey.METADATA, 12, {"topics": []}, normalize=False) if authenticated else None
         if isinstance(meta, dict):
             # The broker this connection reaches: the one listening on `port`.
             self.node_id = next((b["node_id"] for b in meta["brokers"] if b["port"] == int(port)), -1)
