@@ -54,7 +54,17 @@ NODE_FIELDS = {
 # Generated ids and random uuids: only whether one was given is compared.
 GENERATED = {"topic_id", "member_id", "producer_id", "session_id", "leader"}
 # The key that orders list items where brokers may answer in any order.
-ORDER_KEYS = ("name", "topic", "partition_index", "index", "api_key", "resource_name", "group_id", "key")
+ORDER_KEYS = (
+    "name",
+    "topic",
+    "partition_index",
+    "index",
+    "api_key",
+    "resource_name",
+    "group_id",
+    "key",
+    "transactional_id",
+)
 
 CLOSED = "<connection closed without an answer>"
 
