@@ -97,7 +97,7 @@ API_VERSIONS = (
 )
 GOOD = f"\0alice\0{PASSWORD}".encode()
 
-SEQUENCES = {
+SEQUENCES: dict[str, list[tuple[int, int, dict[str, Any]]]] = {
     "metadata-first": [METADATA],
     "api-versions-first": [API_VERSIONS, handshake("PLAIN"), authenticate(GOOD), METADATA],
     "unknown-mechanism": [handshake("GSSAPI"), API_VERSIONS],
