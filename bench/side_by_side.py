@@ -177,8 +177,9 @@ def single_round(kind: str, root: Path, quick: bool) -> dict[str, Any]:
     return out
 
 
-def omb_round(kind: str, rate: float, quick: bool) -> dict[str, Any]:
+def omb_round(kind: str, rate: float, quick: bool, partitions: int = 100) -> dict[str, Any]:
     cmd = [sys.executable, str(REPO / "bench" / "omb.py"), "--client", "c", "--rates", f"{rate:g}"]
+    cmd += ["--partitions", str(partitions)]
     cmd += ["--quick"] if quick else ["--warmup", "20", "--duration", "30"]
     cmd += ["--kafka"] if kind == "kafka" else []
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, cwd=REPO)
@@ -212,6 +213,9 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a tenth of the records; OMB's --quick")
     ap.add_argument("--only", choices=["single", "omb"], default=None)
     ap.add_argument("--omb-rate", type=float, default=5.0, help="MB/s of the OMB shape (default 5)")
+    ap.add_argument(
+        "--omb-partitions", default="100", help="partition counts of the OMB topic, e.g. 3,100 (default 100)"
+    )
     a = ap.parse_args()
     if not DEFAULT_PERF.exists():
         sys.exit(f"{DEFAULT_PERF} is missing: `scripts/conformance` builds it")
@@ -229,7 +233,8 @@ def main() -> None:
                     single_round(kind, Path(tempfile.mkdtemp(prefix=f"sbs-{kind}-")), a.quick)
                 )
             if a.only in (None, "omb"):
-                omb[kind].append(omb_round(kind, a.omb_rate, a.quick))
+                for n in (int(x) for x in a.omb_partitions.split(",")):
+                    omb[kind].append({"partitions": n, **omb_round(kind, a.omb_rate, a.quick, n)})
     machine = (f"{time.strftime('%Y-%m-%d %H:%M')} UTC, commit {commit.stdout.strip()}, {NCPU} cores, "
                f"{a.rounds} rounds, load average at each start: " + "; ".join(loads))  # fmt: skip
     print(machine)
@@ -237,7 +242,8 @@ def main() -> None:
         print("\n".join(median_table(single, [s[0] for s in steps(a.quick)])))
     for kind, runs in omb.items():
         for r in runs:
-            print(f"OMB {kind}: {r['achieved_mb_s']:.1f} MB/s, publish p50 {r['publish_ms']['p50']:.1f} "
+            print(f"OMB {kind}, {r['partitions']} partitions: {r['achieved_mb_s']:.1f} MB/s, "
+                  f"publish p50 {r['publish_ms']['p50']:.1f} "
                   f"p99 {r['publish_ms']['p99']:.1f} ms, e2e p50 {r['e2e_ms']['p50']:.1f} "
                   f"p99 {r['e2e_ms']['p99']:.1f} ms, CPU-s/GB {r['broker_cpu_s_per_gb']}, "
                   f"RSS MiB {r.get('broker_rss_mib')}")  # fmt: skip

@@ -228,7 +228,8 @@ def test_every_version(
     lo, hi = ADVERTISED[api_key]
     # Versions Kafka 4.4 no longer answers (it closes the connection): Produce v0-2 (message formats 0
     # and 1; UNSUPPORTED_VERSION in Brook), OffsetForLeaderEpoch v0-1 (test_protocol.DELIBERATE_MIN).
-    lo = max(lo, {ApiKey.PRODUCE: 3, ApiKey.OFFSET_FOR_LEADER_EPOCH: 2}.get(api_key, lo))
+    floors: dict[int, int] = {ApiKey.PRODUCE: 3, ApiKey.OFFSET_FOR_LEADER_EPOCH: 2}
+    lo = max(lo, floors.get(api_key, lo))
     wrong = []
     for v in range(lo, hi + 1):
         with Wire(peers[0]) as k, Wire(peers[1]) as b:  # fresh: a closed connection stays closed

@@ -54,7 +54,17 @@ NODE_FIELDS = {
 # Generated ids and random uuids: only whether one was given is compared.
 GENERATED = {"topic_id", "member_id", "producer_id", "session_id", "leader"}
 # The key that orders list items where brokers may answer in any order.
-ORDER_KEYS = ("name", "topic", "partition_index", "index", "api_key", "resource_name", "group_id", "key")
+ORDER_KEYS = (
+    "name",
+    "topic",
+    "partition_index",
+    "index",
+    "api_key",
+    "resource_name",
+    "group_id",
+    "key",
+    "transactional_id",
+)
 
 CLOSED = "<connection closed without an answer>"
 
@@ -69,12 +79,13 @@ def error_name(code: int) -> str:
 class Wire:
     """One connection to a broker speaking raw requests."""
 
-    def __init__(self, bootstrap: str, timeout: float = 15.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 15.0, *, authenticated: bool = True) -> None:
+        """`authenticated=False`: a SASL listener, where no Metadata may come first to learn the node id."""
         host, port = bootstrap.split(",")[0].rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self._cid = 0
         self.node_id = -1
-        meta = self.send(ApiKey.METADATA, 12, {"topics": []}, normalize=False)
+        meta = self.send(ApiKey.METADATA, 12, {"topics": []}, normalize=False) if authenticated else None
         if isinstance(meta, dict):
             # The broker this connection reaches: the one listening on `port`.
             self.node_id = next((b["node_id"] for b in meta["brokers"] if b["port"] == int(port)), -1)

@@ -10,6 +10,7 @@ directory with one cluster id; the controllers are a static quorum (controller.q
 options are those of Kafka's bin/kafka-server-start.sh (G1, 20 ms pause target) with the heap stated:
 Kafka's own default is -Xmx1G -Xms1G. `librdkafka_harness()` gives the settings librdkafka's test
 harness (trivup) gives Kafka; `TEST_TIMINGS` the short timings of Brook's test brokers.
+Start-up on a 2-core machine under load: one node 7-15 s (format included), three nodes 22-24 s.
 """
 
 from __future__ import annotations

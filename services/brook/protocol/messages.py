@@ -126,6 +126,13 @@ def encode_response(api_key: int, version: int, fields: Mapping[str, Any]) -> by
     return _encode(_RESPONSES, api_key, version, fields)
 
 
+def error_response(api_key: int, version: int, error_code: int) -> bytes:
+    """A response BODY with every field at its default and `error_code` at the top level where the
+    schema has one (the answer Kafka builds with a request's getErrorResponse)."""
+    fields = {"error_code": error_code} if "error_code" in _RESPONSES[api_key]._struct.fields else {}
+    return encode_response(api_key, version, fields)
+
+
 def _encode(table: dict[int, Any], api_key: int, version: int, fields: Mapping[str, Any]) -> bytes:
     cls = table.get(api_key)
     if cls is None:
