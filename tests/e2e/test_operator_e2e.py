@@ -238,6 +238,11 @@ def test_cluster_runs_three_brokers_and_turns_ready(brook: Brook) -> None:
     assert sts["spec"]["replicas"] == 3 and sts["status"]["readyReplicas"] == 3
     etcd = brook.get("statefulset", f"{CLUSTER}-etcd")
     assert etcd["status"]["readyReplicas"] == 3  # the managed etcd runs as pods too
+    # The real disruption controller acts on the readiness the pod runner reports. (EndpointSlices stay
+    # empty: the API server refuses loopback endpoint addresses, and every pod here is 127.0.0.1.)
+    brook.wait(
+        lambda: (brook.get("pdb", STS).get("status") or {}).get("currentHealthy") == 3, 20, "the PDB's status"
+    )
 
     # three real broker processes, one per pod, each on its own host port
     procs = [p for p in brook.runner.processes() if p.container == "broker"]
