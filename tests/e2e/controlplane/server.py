@@ -280,7 +280,9 @@ class ControlPlane:
         return "(no log)"
 
     def stop(self, grace: float = 10.0) -> None:
-        """The controllers first (they would only log the API server's going), then it, then etcd."""
+        """The controllers first (they would only log the API server's going), then it, then etcd.
+        The API server gets 2 s: on SIGTERM it waits for open watches to end, and one left open (a
+        client killed mid-watch) held it past 30 s; its state in etcd is thrown away anyway."""
         for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver"):
             proc = self.procs.pop(name, None)
             if proc is None:
@@ -288,7 +290,7 @@ class ControlPlane:
             if proc.poll() is None:
                 proc.terminate()
                 try:
-                    proc.wait(grace)
+                    proc.wait(min(grace, 2.0) if name == "kube-apiserver" else grace)
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait(5)
