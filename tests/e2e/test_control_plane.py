@@ -78,9 +78,11 @@ def test_kubectl_apply_k_manifests_establishes_the_crds(manifests: Kube) -> None
 
 
 def _examples() -> list[Path]:
-    return sorted((REPO / "manifests" / "examples").glob("*.yaml")) + sorted(
-        (REPO / "manifests" / "examples" / "quickstart").glob("*.yaml")
-    )
+    examples = REPO / "manifests" / "examples"
+    autoscaling = [
+        examples / "autoscaling" / f for f in ("cluster.yaml", "consumer.yaml", "hpa-consumer-lag.yaml")
+    ]
+    return sorted(examples.glob("*.yaml")) + sorted((examples / "quickstart").glob("*.yaml")) + autoscaling
 
 
 @pytest.mark.parametrize(
@@ -214,3 +216,41 @@ def test_immutable_fields_are_refused_on_update(manifests: Kube) -> None:
     assert r.returncode != 0 and "managed etcd replicas cannot change after creation" in r.stderr, r.stderr
     # No operator runs in this namespace: nothing holds a finalizer, so the deletes go through at once.
     kube.kubectl("delete", "-n", NS, "topic/renamed", "cluster/etcd-fixed", "--wait=true")
+
+
+SPARK = REPO / "spark-on-k8s"
+
+
+def test_spark_on_k8s_manifests_are_accepted_and_the_spark_account_may_submit(kube: Kube) -> None:
+    """spark-on-k8s/README.md's apply lines (the trimmed SparkApplication CRD standing in for the Spark
+    Operator's chart), and the real authorizer granting the `spark` account what spark-submit's
+    Kubernetes scheduler calls in cluster mode (executor pods, the driver's Service, ConfigMaps, claims,
+    the driver's NetworkPolicy), and nothing outside its namespace."""
+    crd = SPARK / "crd" / "sparkapplications.sparkoperator.k8s.io.trimmed.yaml"
+    kube.kubectl("apply", "-f", str(crd))
+    kube.kubectl("wait", "--for=condition=Established", "crd/sparkapplications.sparkoperator.k8s.io")
+    manifests = SPARK / "manifests"
+    files = ("namespace.yaml", "rbac.yaml", "checkpoint-pvc.yaml", "create-topics-job.yaml")
+    kube.kubectl("apply", *(a for f in files for a in ("-f", str(manifests / f))))
+    for app in ("page-view-counts.yaml", "page-view-report.yaml"):
+        kube.kubectl("apply", "--dry-run=server", "-f", str(manifests / app))
+    spark = kube.as_service_account("spark", "spark")
+
+    def can(*args: str) -> bool:
+        return spark.kubectl("auth", "can-i", *args, check=False).stdout.strip() == "yes"
+
+    needed = [
+        (verb, resource)
+        for resource in (
+            "pods",
+            "services",
+            "configmaps",
+            "persistentvolumeclaims",
+            "networkpolicies.networking.k8s.io",
+        )
+        for verb in ("create", "get", "list", "watch", "delete")
+    ]
+    refused = [(verb, resource) for verb, resource in needed if not can(verb, resource, "-n", "spark")]
+    assert not refused, refused
+    assert not can("create", "pods", "-n", "default") and not can("list", "secrets", "-n", "spark")
+    kube.kubectl("delete", "namespace", "spark", "--wait=false")

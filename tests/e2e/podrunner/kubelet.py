@@ -22,7 +22,6 @@ import base64
 import contextlib
 import ctypes
 import logging
-import math
 import os
 import signal
 import subprocess
@@ -35,8 +34,9 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from . import probes
 from .api import Api, ApiError
-from .podspec import POD_IP, Launch, LaunchError, build_launch, field_ref, resolve_port
+from .podspec import POD_IP, Launch, LaunchError, build_launch, field_ref
 from .ports import PortAllocator
 
 log = logging.getLogger("podrunner.kubelet")
@@ -253,17 +253,7 @@ class Container:
     # ------------------------------------------------------------ probes
 
     def _timing(self, probe: JSON) -> tuple[float, int, int, float, float]:
-        period = float(probe.get("periodSeconds", 10))
-        cap = self.worker.host.max_probe_period
-        eff = min(period, cap) if cap else period
-        failures = math.ceil(int(probe.get("failureThreshold", 3)) * period / eff)
-        return (
-            eff,
-            failures,
-            int(probe.get("successThreshold", 1)),
-            float(probe.get("initialDelaySeconds", 0)),
-            float(probe.get("timeoutSeconds", 1)),
-        )
+        return probes.timing(probe, self.worker.host.max_probe_period)
 
     async def _probe(self) -> str:
         """Returns why the container must be restarted (startup or liveness failure)."""
@@ -329,58 +319,14 @@ class Container:
 
     async def _check(self, probe: JSON) -> bool:
         w = self.worker
-        timeout = float(probe.get("timeoutSeconds", 1))
-        try:
-            if "httpGet" in probe:
-                h = probe["httpGet"]
-                port = self._host_port(h.get("port"))
-                if port is None:
-                    return False
-                url = f"http://{POD_IP}:{port}{h.get('path') or '/'}"
-                headers = {x["name"]: x["value"] for x in h.get("httpHeaders") or []}
-                async with w.host.api.session.get(
-                    url, headers=headers, timeout=aiohttp.ClientTimeout(total=timeout), allow_redirects=False
-                ) as resp:
-                    await resp.read()
-                    return 200 <= resp.status < 400
-            if "tcpSocket" in probe or "grpc" in probe:
-                port = self._host_port((probe.get("tcpSocket") or probe.get("grpc") or {}).get("port"))
-                if port is None:
-                    return False
-                _r, writer = await asyncio.wait_for(asyncio.open_connection(POD_IP, port), timeout)
-                writer.close()
-                with contextlib.suppress(OSError):
-                    await writer.wait_closed()
-                return True
-            if "exec" in probe:
-                cmd = [str(x) for x in probe["exec"].get("command") or []]
-                if not cmd or self.launch is None:
-                    return False
-                exe = w.host.commands.get(cmd[0]) or w.host.commands.get(cmd[0].rsplit("/", 1)[-1])
-                if exe is None:
-                    return False
-                proc = await asyncio.create_subprocess_exec(
-                    exe,
-                    *cmd[1:],
-                    env=self.launch.env,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                try:
-                    return await asyncio.wait_for(proc.wait(), timeout) == 0
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
-                    return False
-        except (OSError, TimeoutError, aiohttp.ClientError):
-            return False
-        return False
-
-    def _host_port(self, port: Any) -> int | None:
-        number = resolve_port(self.worker.pod, port) if port is not None else None
-        if number is None:
-            return None
-        return self.worker.host.ports.pod_port(self.worker.namespace, self.worker.name, number)
+        return await probes.check(
+            probe,
+            w.pod,
+            lambda number: w.host.ports.pod_port(w.namespace, w.name, number),
+            w.host.api.session,
+            w.host.commands,
+            self.launch.env if self.launch is not None else None,
+        )
 
 
 class PodWorker:
