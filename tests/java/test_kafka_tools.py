@@ -168,6 +168,12 @@ def test_perf_tools_and_consumer_groups(cluster: Cluster, tmp_path: Path) -> Non
     assert "perf-g" not in tool(cluster, "kafka-consumer-groups", "--list").split()
 
 
+def configs(cluster: Cluster, kind: str, name: str | None, *args: str, ok: bool = True) -> str:
+    """kafka-configs --entity-type KIND (--entity-name NAME | --entity-default) ARGS..."""
+    who = ["--entity-default"] if name is None else ["--entity-name", name]
+    return tool(cluster, "kafka-configs", "--entity-type", kind, *who, *args, ok=ok)
+
+
 def test_kafka_configs(cluster: Cluster) -> None:
     tool(
         cluster,
@@ -180,121 +186,35 @@ def test_kafka_configs(cluster: Cluster) -> None:
         "--replication-factor",
         "1",
     )
-    tool(
+    configs(
         cluster,
-        "kafka-configs",
-        "--entity-type",
         "topics",
-        "--entity-name",
         "cfg",
         "--alter",
         "--add-config",
         "retention.ms=5000,cleanup.policy=[delete,compact]",
     )
-    out = tool(cluster, "kafka-configs", "--entity-type", "topics", "--entity-name", "cfg", "--describe")
+    out = configs(cluster, "topics", "cfg", "--describe")
     assert "retention.ms=5000" in out and "cleanup.policy=delete,compact" in out, out
-    tool(
-        cluster,
-        "kafka-configs",
-        "--entity-type",
-        "topics",
-        "--entity-name",
-        "cfg",
-        "--alter",
-        "--delete-config",
-        "retention.ms",
-    )
-    assert "retention.ms" not in tool(
-        cluster, "kafka-configs", "--entity-type", "topics", "--entity-name", "cfg", "--describe"
-    )
-    bad = tool(
-        cluster,
-        "kafka-configs",
-        "--entity-type",
-        "topics",
-        "--entity-name",
-        "cfg",
-        "--alter",
-        "--add-config",
-        "retention.ms=never",
-        ok=False,
-    )
+    configs(cluster, "topics", "cfg", "--alter", "--delete-config", "retention.ms")
+    assert "retention.ms" not in configs(cluster, "topics", "cfg", "--describe")
+    bad = configs(cluster, "topics", "cfg", "--alter", "--add-config", "retention.ms=never", ok=False)
     assert "InvalidConfigurationException" in bad or "Invalid value" in bad, bad
 
-    tool(
-        cluster,
-        "kafka-configs",
-        "--entity-type",
-        "brokers",
-        "--entity-name",
-        "1",
-        "--alter",
-        "--add-config",
-        "log.retention.bytes=1073741824",
-    )
-    out = tool(cluster, "kafka-configs", "--entity-type", "brokers", "--entity-name", "1", "--describe")
+    configs(cluster, "brokers", "1", "--alter", "--add-config", "log.retention.bytes=1073741824")
+    out = configs(cluster, "brokers", "1", "--describe")
     assert "log.retention.bytes=1073741824 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:" in out, out
-    static = tool(
-        cluster,
-        "kafka-configs",
-        "--entity-type",
-        "brokers",
-        "--entity-name",
-        "1",
-        "--alter",
-        "--add-config",
-        "log.dirs=/elsewhere",
-        ok=False,
-    )
+    static = configs(cluster, "brokers", "1", "--alter", "--add-config", "log.dirs=/elsewhere", ok=False)
     assert "InvalidRequestException" in static, static
-    tool(
-        cluster,
-        "kafka-configs",
-        "--entity-type",
-        "brokers",
-        "--entity-default",
-        "--alter",
-        "--add-config",
-        "log.retention.ms=3600000",
-    )
-    out = tool(cluster, "kafka-configs", "--entity-type", "brokers", "--entity-default", "--describe")
-    assert "log.retention.ms=3600000" in out, out
+    configs(cluster, "brokers", None, "--alter", "--add-config", "log.retention.ms=3600000")
+    assert "log.retention.ms=3600000" in configs(cluster, "brokers", None, "--describe")
 
-    tool(
-        cluster,
-        "kafka-configs",
-        "--entity-type",
-        "users",
-        "--entity-name",
-        "alice",
-        "--alter",
-        "--add-config",
-        "SCRAM-SHA-256=[iterations=8192,password=alice-secret]",
-    )
-    tool(
-        cluster,
-        "kafka-configs",
-        "--entity-type",
-        "users",
-        "--entity-name",
-        "alice",
-        "--alter",
-        "--add-config",
-        "producer_byte_rate=1024",
-    )
-    out = tool(cluster, "kafka-configs", "--entity-type", "users", "--entity-name", "alice", "--describe")
+    scram = "SCRAM-SHA-256=[iterations=8192,password=alice-secret]"
+    configs(cluster, "users", "alice", "--alter", "--add-config", scram)
+    configs(cluster, "users", "alice", "--alter", "--add-config", "producer_byte_rate=1024")
+    out = configs(cluster, "users", "alice", "--describe")
     assert "SCRAM-SHA-256=iterations=8192" in out and "producer_byte_rate=1024" in out, out
-    tool(
-        cluster,
-        "kafka-configs",
-        "--entity-type",
-        "clients",
-        "--entity-name",
-        "cl1",
-        "--alter",
-        "--add-config",
-        "consumer_byte_rate=2048",
-    )
+    configs(cluster, "clients", "cl1", "--alter", "--add-config", "consumer_byte_rate=2048")
     out = tool(cluster, "kafka-configs", "--entity-type", "clients", "--describe")
     assert "Quota configs for client-id 'cl1' are consumer_byte_rate=2048.0" in out, out
 
