@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-CACHE = Path(os.environ.get("BROOK_JVM_CACHE", Path.home() / ".cache" / "brook-jvm"))
 
 # Kafka 4.4's bin/*.sh, each a class run by kafka-run-class.sh.
 TOOLS = {
@@ -67,7 +66,8 @@ def java_bin() -> str:
 
 
 def classpath() -> str:
-    path = CACHE / "classpath.txt"
+    """The classpath of this checkout's build of tests/jvm (scripts/setup-jvm names it in .venv)."""
+    path = REPO / ".venv" / "brook-jvm-classpath.txt"
     if not path.exists():
         raise RuntimeError(f"{path} is missing: run scripts/setup-jvm (scripts/setup --test runs it)")
     return path.read_text().strip()
