@@ -220,21 +220,9 @@ def test_kafka_configs(cluster: Cluster) -> None:
 
 
 def test_kafka_acls(cluster: Cluster) -> None:
-    out = tool(
-        cluster,
-        "kafka-acls",
-        "--add",
-        "--allow-principal",
-        "User:alice",
-        "--operation",
-        "Read",
-        "--operation",
-        "Describe",
-        "--topic",
-        "acl-t",
-        "--group",
-        "acl-g",
-    )
+    alice = ["--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe"]
+    alice += ["--topic", "acl-t", "--group", "acl-g"]
+    out = tool(cluster, "kafka-acls", "--add", *alice)
     assert (
         "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=acl-t, patternType=LITERAL)`"
         in out
@@ -263,22 +251,7 @@ def test_kafka_acls(cluster: Cluster) -> None:
         assert want in listed, (want, listed)
     one = tool(cluster, "kafka-acls", "--list", "--topic", "acl-t")
     assert "User:alice" in one and "User:bob" not in one
-    tool(
-        cluster,
-        "kafka-acls",
-        "--remove",
-        "--force",
-        "--allow-principal",
-        "User:alice",
-        "--operation",
-        "Read",
-        "--operation",
-        "Describe",
-        "--topic",
-        "acl-t",
-        "--group",
-        "acl-g",
-    )
+    tool(cluster, "kafka-acls", "--remove", "--force", *alice)
     tool(
         cluster, "kafka-acls", "--remove", "--force", "--topic", "pre-", "--resource-pattern-type", "prefixed"
     )
