@@ -139,7 +139,8 @@ def test_unused_transactional_ids_are_forgotten_for_good_but_not_in_a_transactio
         again.begin_transaction()
         again.produce(topic, b"again", partition=0)
         again.commit_transaction(10)
-        assert admin.describe_transactions(["done"])["done"].state.name == "COMPLETE_COMMIT"
+        # EndTxn answers once PREPARE_COMMIT is logged; the markers and COMPLETE_COMMIT follow (as Kafka).
+        wait_for(lambda: admin.describe_transactions(["done"])["done"].state.name == "COMPLETE_COMMIT")
         values = {v for *_, v, _ in confluent_consume(b.bootstrap, topic, 1, 3)}
         assert values == {b"committed", b"pending", b"again"}
     finally:
