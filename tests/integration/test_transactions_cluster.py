@@ -1,20 +1,25 @@
 """Transactions on a 3-broker cluster: the transaction coordinator's broker is killed (kill -9) while a
-transaction is open and again right after a commit was acknowledged; the new coordinator (the new
-leader of the `__transaction_state` partition) loads the state and finishes both. Nothing committed is
-lost, nothing aborted shows."""
+transaction is open, and between PrepareCommit and the markers of a commit it acknowledged; the new
+coordinator (the new leader of the `__transaction_state` partition) loads the state and finishes both.
+Nothing committed is lost, nothing aborted shows."""
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from brook.protocol.primitives import java_string_hash
 from tests.integration.test_cluster import create
 from tests.integration.test_transactions import read_all
-from tests.support.cluster import Cluster, eventually
+from tests.support.cluster import Cluster, eventually, wait_for_leaders
 from tests.support.raw import RawClient
 
 pytestmark = pytest.mark.slow
@@ -24,6 +29,9 @@ TXN_CLUSTER_ARGS = [
     "3",
     "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
     "500",
+    # Two replicas: the third broker can be held (SIGSTOP) without stalling the log's commits.
+    "--transaction-state-log-replication-factor",
+    "2",
 ]
 
 
@@ -46,6 +54,35 @@ def coordinator(c: Cluster, txn_id: str) -> int:
 
     node: tuple[int] = eventually(ask, 60, f"a coordinator for {txn_id}")
     return node[0]
+
+
+def txn_log_replicas(c: Cluster, txn_id: str) -> set[int]:
+    """The replicas of the `__transaction_state` partition that holds `txn_id`, once all are in its ISR
+    (a broker just restarted may not be yet: killing the only in-sync one would leave no leader)."""
+    partition = abs(java_string_hash(txn_id)) % 3  # --transaction-state-log-num-partitions
+
+    def in_sync() -> set[int] | None:
+        md = AdminClient({"bootstrap.servers": c.bootstrap}).list_topics("__transaction_state", timeout=10)
+        p = md.topics["__transaction_state"].partitions[partition]
+        return set(p.replicas) if set(p.isrs) == set(p.replicas) else None
+
+    replicas: set[int] = eventually(in_sync, 60, "the transaction log's replicas all in sync")
+    return replicas
+
+
+def create_on(c: Cluster, topic: str, node: int) -> None:
+    admin = AdminClient({"bootstrap.servers": c.bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[node]])])[topic].result(20)
+    wait_for_leaders(c.bootstrap, topic)
+
+
+def state(c: Cluster, node: int, txn_id: str) -> str:
+    """The transaction's state as its coordinator `node` describes it (raw: no other broker asked)."""
+    with RawClient(c.broker(node).bootstrap) as client:
+        resp = client.request(DescribeTransactionsRequest(transactional_ids=[txn_id]), 0)
+    (txn,) = resp.transaction_states
+    assert txn.error_code == 0, txn
+    return str(txn.transaction_state)
 
 
 def test_coordinator_kill_9_during_and_after_commit(cluster: Cluster) -> None:
@@ -74,14 +111,31 @@ def test_coordinator_kill_9_during_and_after_commit(cluster: Cluster) -> None:
     cluster.broker(first).start()
     eventually(cluster.all_registered, 60, "the killed broker to be back")
 
-    # Killed right after the commit was acknowledged (PrepareCommit written, markers maybe not yet):
-    # the new coordinator writes the markers and completes it.
+    # Killed between PrepareCommit and the markers, deterministically: the only replica of "ha.held" is
+    # on the broker outside the transaction log's replicas, held by SIGSTOP, so no marker can be written
+    # while the commit is acknowledged (PrepareCommit needs only the log's two replicas) and the
+    # coordinator is killed. The new coordinator must write the markers from the loaded PrepareCommit.
+    second = coordinator(cluster, "t-ha")
+    held = next(n for n in range(3) if n not in txn_log_replicas(cluster, "t-ha"))
+    assert held != second
+    create_on(cluster, "ha.held", held)
     p.begin_transaction()
     for i in range(20):
-        p.produce("ha.data", f"three-{i}".encode(), partition=i % 2)
-    second = coordinator(cluster, "t-ha")
-    p.commit_transaction(120)
-    cluster.broker(second).kill()
+        p.produce("ha.held", f"three-{i}".encode(), partition=0)
+    assert p.flush(60) == 0
+    held_pid = cluster.broker(held).proc.pid  # type: ignore[union-attr]
+    os.kill(held_pid, signal.SIGSTOP)
+    try:
+        p.commit_transaction(60)
+        assert state(cluster, second, "t-ha") == "PrepareCommit"
+        cluster.broker(second).kill()
+    finally:
+        os.kill(held_pid, signal.SIGCONT)
+    eventually(
+        lambda: state(cluster, coordinator(cluster, "t-ha"), "t-ha") == "CompleteCommit",
+        60,
+        "the new coordinator to complete the commit",
+    )
 
     # An aborted one after all that stays invisible.
     p.begin_transaction()
@@ -90,9 +144,15 @@ def test_coordinator_kill_9_during_and_after_commit(cluster: Cluster) -> None:
     assert p.flush(60) == 0
     p.abort_transaction(120)
 
-    want = sorted(f"{n}-{i}".encode() for n in ("one", "two", "three") for i in range(20))
+    want = sorted(f"{n}-{i}".encode() for n in ("one", "two") for i in range(20))
     eventually(
         lambda: read_all(cluster.bootstrap, "ha.data", 2, "read_committed") == want,
         120,
         "every committed record, and only those, for read_committed",
+    )
+    held_want = sorted(f"three-{i}".encode() for i in range(20))
+    eventually(
+        lambda: read_all(cluster.bootstrap, "ha.held", 1, "read_committed") == held_want,
+        60,
+        "the commit finished by the new coordinator, for read_committed",
     )
