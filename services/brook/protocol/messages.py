@@ -74,12 +74,65 @@ def response_class(api_key: int) -> Any:
 
 
 def decode_request(api_key: int, version: int, body: memoryview) -> Any:
-    """Decode a request body; CodecError on any failure, including fields that run past the end.
+    """Decode a request body; CodecError on any failure, including fields that run past the end and
+    null where the schema does not allow it (kafka-python's decoder reads length -1 as None anyway;
+    Kafka refuses such a request as malformed and closes the connection).
 
     Versions below kafka-python's `validVersions` but present in its field ranges (e.g.
     OffsetForLeaderEpoch 0-1) decode too: the generated codec only looks at field versions.
     """
-    return _decode(_REQUESTS, api_key, version, body)
+    req = _decode(_REQUESTS, api_key, version, body)
+    null = _null_field(req, _null_plan(_REQUESTS[api_key]._struct, version))
+    if null is not None:
+        raise CodecError(f"malformed {type(req).__name__} v{version}: null {null}, not nullable")
+    return req
+
+
+# Per struct and version: (attribute, nullable, the plan of its elements or members if a struct).
+_Plan = tuple[tuple[str, bool, "_Plan | None"], ...]
+_PLANS: dict[tuple[int, int], _Plan] = {}
+
+
+def _null_plan(struct: Any, version: int) -> _Plan:
+    key = (id(struct), version)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = tuple(
+            (
+                name,
+                bool(f.nullable_for_version_q(version)),
+                _null_plan(f, version) if f.is_struct() or f.is_struct_array() else None,
+            )
+            for name, f in struct.fields.items()
+            if f.for_version_q(version) and not f.tagged_field_q(version) and _may_be_null(f)
+        )
+        # Nothing to check inside: only the field's own null (if it may not be null) is checked.
+        plan = tuple((n, nullable, inner or None) for n, nullable, inner in plan)
+        plan = tuple(entry for entry in plan if not (entry[1] and entry[2] is None))
+        _PLANS[key] = plan
+    return plan
+
+
+def _may_be_null(f: Any) -> bool:
+    """Strings, bytes, records, arrays and structs decode null as None (numbers and bools cannot be
+    null; the all-zero uuid decodes as None: a value, not a null)."""
+    return bool(f.is_array() or f.is_struct() or f._type_str in ("string", "bytes", "records"))
+
+
+def _null_field(obj: Any, plan: _Plan) -> str | None:
+    """The first field (dotted path) that is null but may not be, or None."""
+    for name, nullable, inner in plan:
+        value = getattr(obj, name)
+        if value is None:
+            if not nullable:
+                return name
+            continue
+        if inner is not None:
+            for item in value if isinstance(value, list) else (value,):
+                null = _null_field(item, inner)
+                if null is not None:
+                    return f"{name}.{null}"
+    return None
 
 
 def decode_response(api_key: int, version: int, body: memoryview) -> Any:

@@ -85,6 +85,20 @@ def test_metadata_all_topics_is_none() -> None:
     assert decode_request(ApiKey.METADATA, 9, memoryview(body)).topics is None
 
 
+def test_null_where_the_schema_does_not_allow_it_is_malformed() -> None:
+    # DescribeConfigs v0: int32 -1 for the resources array (not nullable), then include nothing else.
+    with pytest.raises(CodecError, match="null resources"):
+        decode_request(ApiKey.DESCRIBE_CONFIGS, 0, memoryview(b"\xff\xff\xff\xff"))
+    # Nested: CreateTopics v0, one topic whose name (int16 length) is -1.
+    body = b"\x00\x00\x00\x01" + b"\xff\xff" + b"\x00" * 14 + b"\x00\x00\x00\x00"
+    with pytest.raises(CodecError, match=r"null topics\.name"):
+        decode_request(ApiKey.CREATE_TOPICS, 0, memoryview(body))
+    # Metadata v0's topics are not nullable; from v1 null means all topics.
+    with pytest.raises(CodecError, match="null topics"):
+        decode_request(ApiKey.METADATA, 0, memoryview(b"\xff\xff\xff\xff"))
+    assert decode_request(ApiKey.METADATA, 1, memoryview(b"\xff\xff\xff\xff")).topics is None
+
+
 def test_offset_for_leader_epoch_v0_below_kafka_python_valid_versions() -> None:
     # Kafka 4 dropped v0-1 from the spec; the field ranges still encode them (no current_leader_epoch).
     req = OffsetForLeaderEpochRequest(
