@@ -10,7 +10,7 @@ Starts `python -m brook.cli broker` on a free 127.0.0.1 port with a temporary da
       report, librdkafka's per-message latency), broker CPU-s per GB;
   (b) kcat producer (-P from a file, one record per line), same data: MB/s, broker CPU-s per GB;
   (c) confluent-kafka consumer (fetch.queue.backoff.ms=10) reading (a)'s topics back: MB/s;
-  (e) raw producer: hand-encoded Produce v7 requests of 4 x ~1 MB batches (2 in flight), building the
+  (e) raw producer: hand-encoded Produce v7 requests of one ~1 MB batch (4 in flight), building the
       ~1 GiB log that (d) reads: MB/s and broker CPU-s per GB for large batches without client costs;
       then again into cold memory, next to a plain os.write of the same size without a broker (baseline);
   (d) raw fetch: hand-encoded Fetch v11 requests with a 32 MiB partition_max_bytes, one in flight,
@@ -509,8 +509,9 @@ class RawConnection:
 def raw_produce(
     bootstrap: str, broker_pid: int, topic: str, total_bytes: int, batch: bytes, batch_records: int
 ) -> tuple[Sample, int]:
-    """Produce v7, acks=1, 4 batches per request, 2 requests in flight. Returns (sample, records)."""
-    per_request = 4
+    """Produce v7, acks=1, one batch per request (Kafka refuses more: INVALID_RECORD), 4 requests in
+    flight (the 4 MB in flight of the former 4 batches x 2 requests). Returns (sample, records)."""
+    per_request = 1
     records_blob = batch * per_request
     body = (
         struct.pack(">hhi", -1, 1, 30_000)  # null transactional_id, acks=1, timeout
@@ -525,7 +526,7 @@ def raw_produce(
         with Meter(broker_pid) as m:
             sent = 0
             while sent < requests or in_flight:
-                while sent < requests and in_flight < 2:
+                while sent < requests and in_flight < 4:
                     cid = conn.next_cid()
                     header = request_header(0, 7, cid)
                     conn.sock.sendall(struct.pack(">i", len(header) + len(body) + len(records_blob)) + header)
@@ -790,7 +791,7 @@ def run(args: argparse.Namespace) -> list[Measurement]:
         batch = build_batch(sz.raw_batch_records, sz.raw_record_size)
         end_offset = 0
         if wanted("raw-produce") or wanted("fetch"):
-            raw_detail = f"v7, 4 x {len(batch):,} B batches/request, acks=1"
+            raw_detail = f"v7, one {len(batch):,} B batch/request, 4 in flight, acks=1"
             m = Measurement(
                 "raw produce", f"{raw_detail}, {'first-touch' if args.cold else 'recycled'} memory"
             )
