@@ -1,9 +1,12 @@
 """Size-prefixed frames received straight into their final buffers (for asyncio.BufferedProtocol).
 
 Small frames accumulate in a scratch buffer and are copied out once each; a frame larger than the
-scratch buffer gets a bytearray of its own that the socket reads into directly. Used by the server's
-client connections (requests) and by a follower's connection to its leader (responses), where a
-stream reader would copy every replicated byte twice more (into its buffer, then out of it).
+scratch buffer gets a bytearray of its own that the socket reads into directly. The scratch buffer
+starts small and grows while reads fill it (a busy connection), so an idle or short-lived connection
+holds 4 KiB, not 64: memory follows traffic (15,000 idle connections would otherwise pin ~1 GB).
+Used by the server's client connections (requests) and by a follower's connection to its leader
+(responses), where a stream reader would copy every replicated byte twice more (into its buffer, then
+out of it).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections import deque
 # Frames up to this size (with their 4-byte size) are received in the scratch buffer and copied out;
 # larger ones are received into buffers of their own. Also the most one read takes for small frames.
 SCRATCH_BYTES = 64 * 1024
+SCRATCH_START_BYTES = 4 * 1024  # a new connection's; x4 each time a read fills it, up to SCRATCH_BYTES
 # A large frame's buffer starts this big and doubles as bytes arrive, so a 4-byte size header alone
 # cannot make the receiver allocate up to its maximum frame size (each doubling copies what arrived: a
 # receiver that trusts the sizes it is sent starts bigger).
@@ -33,7 +37,7 @@ class FrameBuffer:
         self.max = max_frame_bytes
         self._big_start = big_start_bytes
         self.frames: deque[bytearray] = deque()
-        self._scratch = memoryview(bytearray(SCRATCH_BYTES))
+        self._scratch = memoryview(bytearray(SCRATCH_START_BYTES))
         self._fill = 0  # bytes of the scratch buffer holding received data
         self._big: bytearray | None = None  # a large frame being received into its own buffer
         self._big_view = self._scratch
@@ -51,7 +55,10 @@ class FrameBuffer:
         big = self._big
         if big is None:
             self._fill += nbytes
+            filled = self._fill == len(self._scratch)
             self._split()
+            if filled and len(self._scratch) < SCRATCH_BYTES:
+                self._grow_scratch()
             return
         self._big_fill += nbytes
         if self._big_fill < self._big_size:
@@ -65,6 +72,15 @@ class FrameBuffer:
         self.frames.append(big)
         self._big = None
         self._big_view = self._scratch
+
+    def _grow_scratch(self) -> None:
+        # A new buffer, not a resize: the transport may still hold a view of this one. A large frame
+        # that started meanwhile keeps its own buffer (and _big_view while it is filled).
+        grown = memoryview(bytearray(min(4 * len(self._scratch), SCRATCH_BYTES)))
+        grown[: self._fill] = self._scratch[: self._fill]
+        if self._big is None:
+            self._big_view = grown
+        self._scratch = grown
 
     def _split(self) -> None:
         """Queue the scratch buffer's complete frames; start a large frame's own buffer."""

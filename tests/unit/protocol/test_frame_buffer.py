@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from brook.protocol.frame_buffer import BIG_START_BYTES, SCRATCH_BYTES, FrameBuffer, FrameTooLarge
+from brook.protocol.frame_buffer import (
+    BIG_START_BYTES,
+    SCRATCH_BYTES,
+    SCRATCH_START_BYTES,
+    FrameBuffer,
+    FrameTooLarge,
+)
 
 
 def frame(payload: bytes) -> bytes:
@@ -48,3 +54,12 @@ def test_a_frame_over_the_limit_or_negative_is_refused(size: int) -> None:
     with pytest.raises(FrameTooLarge) as e:
         buf.received(4)
     assert e.value.size == size and e.value.limit == 1000
+
+
+def test_the_scratch_buffer_starts_small_and_grows_while_reads_fill_it() -> None:
+    buf = FrameBuffer(max_frame_bytes=10**6)
+    assert len(buf.view()) == SCRATCH_START_BYTES  # an idle connection holds 4 KiB
+    payloads = [bytes([i % 256]) * 100 for i in range(2000)]  # 208,000 bytes of small frames
+    feed(buf, b"".join(frame(p) for p in payloads), chunk=10**9)  # each read takes all it is offered
+    assert [bytes(f) for f in buf.frames] == payloads
+    assert len(buf.view()) + buf._fill == SCRATCH_BYTES  # grown to the most one read takes
