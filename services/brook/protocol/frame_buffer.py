@@ -37,12 +37,19 @@ class FrameBuffer:
         self.max = max_frame_bytes
         self._big_start = big_start_bytes
         self.frames: deque[bytearray] = deque()
+        self.queued_bytes = 0  # of the frames in `frames` (take() them to keep it true)
         self._scratch = memoryview(bytearray(SCRATCH_START_BYTES))
         self._fill = 0  # bytes of the scratch buffer holding received data
         self._big: bytearray | None = None  # a large frame being received into its own buffer
         self._big_view = self._scratch
         self._big_fill = 0
         self._big_size = 0  # the frame's full size (its buffer may still be smaller)
+
+    def take(self) -> bytearray:
+        """The oldest complete frame (IndexError when there is none)."""
+        frame = self.frames.popleft()
+        self.queued_bytes -= len(frame)
+        return frame
 
     def view(self) -> memoryview:
         if self._big is not None:
@@ -70,6 +77,7 @@ class FrameBuffer:
                 self._big_view = memoryview(grown)
             return
         self.frames.append(big)
+        self.queued_bytes += len(big)
         self._big = None
         self._big_view = self._scratch
 
@@ -96,6 +104,7 @@ class FrameBuffer:
             if fill - start >= size:
                 # Writable: a Produce request's batches get their offsets in this buffer (no second copy).
                 self.frames.append(bytearray(view[start : start + size]))
+                self.queued_bytes += size
                 pos = start + size
                 continue
             if 4 + size > len(view):

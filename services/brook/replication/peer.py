@@ -89,7 +89,7 @@ class _Responses(asyncio.BufferedProtocol):
                 await self._arrived
             finally:
                 self._arrived = None
-        return self.buffer.frames.popleft()
+        return self.buffer.take()
 
 
 class PeerConnection:

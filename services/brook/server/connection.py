@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 Answer = tuple[list[bytes | RecordsRef] | None, int]
 
 _MAX_QUEUED = 64
+# Reading also pauses past this many bytes of requests read and not yet started: 64 queued frames of
+# up to socket.request.max.bytes each would let one client pin gigabytes (Kafka reads one at a time).
+_MAX_QUEUED_BYTES = 16 * 1024 * 1024
 _CLIENT_BIG_START = 256 * 1024
 _MAX_PIPELINED = 16  # Produce requests appended ahead of their answers
 
@@ -112,7 +115,8 @@ class Connection(asyncio.BufferedProtocol):
         if self._frames:
             if self._wakeup is not None and not self._wakeup.done():
                 self._wakeup.set_result(None)
-            if len(self._frames) >= _MAX_QUEUED and self._transport and not self._reading_paused:
+            full = len(self._frames) >= _MAX_QUEUED or self._in.queued_bytes >= _MAX_QUEUED_BYTES
+            if full and self._transport and not self._reading_paused:
                 self._reading_paused = True
                 self._transport.pause_reading()
 
@@ -207,8 +211,13 @@ class Connection(asyncio.BufferedProtocol):
                 self._transport.close()
 
     def _next_frame(self) -> bytearray:
-        frame = self._frames.popleft()
-        if self._reading_paused and len(self._frames) < _MAX_QUEUED // 2 and self._transport:
+        frame = self._in.take()
+        if (
+            self._reading_paused
+            and len(self._frames) < _MAX_QUEUED // 2
+            and self._in.queued_bytes < _MAX_QUEUED_BYTES // 2
+            and self._transport
+        ):
             self._reading_paused = False
             self._transport.resume_reading()
         return frame
