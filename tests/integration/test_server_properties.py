@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import trustme
-from kafka.protocol.admin import DescribeConfigsRequest
+from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
 from brook.broker.options import BY_KAFKA, RACK_AWARE_SELECTOR
 from brook.config import BROKER_TOPIC_SYNONYMS
@@ -24,7 +24,7 @@ from tests.support.raw import RawClient
 pytestmark = pytest.mark.slow
 
 SAMPLE = Path(__file__).parents[1] / "data" / "kafka-server.properties"
-BROKER, STATIC, DEFAULT = 4, 4, 5
+BROKER, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 4, 2, 3, 4, 5
 
 
 def describe(bootstrap: str, keys: list[str] | None = None, node: int = 0) -> dict[str, Any]:
@@ -278,3 +278,36 @@ def test_precedence_flag_over_override_over_file(tmp_path: Path) -> None:
         STATIC,
     )
     assert (configs["message.max.bytes"].config_source) == DEFAULT
+
+
+def alter(c: RawClient, name: str, key: str, value: str) -> None:
+    """IncrementalAlterConfigs SET on a broker resource ("": every broker's dynamic default)."""
+    r = IncrementalAlterConfigsRequest.AlterConfigsResource
+    config = r.AlterableConfig(version=1, name=key, config_operation=0, value=value)
+    res = r(version=1, resource_type=BROKER, resource_name=name, configs=[config])
+    req = IncrementalAlterConfigsRequest(version=1, resources=[res], validate_only=False)
+    assert c.request(req, 1).responses[0].error_code == 0
+
+
+def test_dynamic_values_stand_over_the_static_chain(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("log.retention.ms=3600000\n")
+    b = BrokerProcess(tmp_path / "data", args=["--config", str(config)]).start()
+    try:
+        with RawClient(b.bootstrap) as c:
+            alter(c, "", "log.retention.ms", "120000")
+            alter(c, "0", "log.retention.ms", "60000")
+            res = DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=BROKER, resource_name="0", configuration_keys=["log.retention.ms"]
+            )
+            (result,) = c.request(DescribeConfigsRequest(resources=[res], include_synonyms=True), 4).results
+    finally:
+        b.stop()
+    (entry,) = result.configs
+    assert (entry.value, entry.config_source) == ("60000", DYNAMIC_BROKER)
+    assert [(s.name, s.value, s.source) for s in entry.synonyms] == [  # Kafka's chain, most specific first
+        ("log.retention.ms", "60000", DYNAMIC_BROKER),
+        ("log.retention.ms", "120000", DYNAMIC_DEFAULT),
+        ("log.retention.ms", "3600000", STATIC),
+        ("log.retention.hours", "168", DEFAULT),
+    ]
