@@ -17,59 +17,19 @@ from pathlib import Path
 import javaproperties
 
 from brook.broker.broker_configs import TOPIC_TO_BROKER
-from brook.broker.options import BY_KAFKA, OPTIONS, Option
+from brook.broker.options import OPTIONS, Option
+from brook.broker.properties import (
+    ID_KEYS,
+    KNOWN,
+    TIME_KEYS,
+    TIME_SYNONYMS,
+    check,
+    convert,
+    ignored_reason,
+)
 from brook.config import BROKER_TOPIC_SYNONYMS, validate_topic_config
 
 log = logging.getLogger("brook.cli")
-
-_INT_MAX = 2**31 - 1
-# The broker id is the pod's ordinal in a StatefulSet (BROOK_POD_NAME): a file shared by every pod
-# cannot give it.
-_ID_KEYS = ("node.id", "broker.id")
-_OTHER_KEYS = {*_ID_KEYS, "log.dir"}  # known, without an option of their own
-# Retention and roll times in coarser units: the most specific one given wins, as in Kafka.
-_TIME_SYNONYMS = {
-    "retention.ms": (
-        ("log.retention.ms", 1),
-        ("log.retention.minutes", 60_000),
-        ("log.retention.hours", 3_600_000),
-    ),
-    "segment.ms": (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
-}
-_TIME_KEYS = {key for chain in _TIME_SYNONYMS.values() for key, _ in chain}
-# Kafka properties that have no meaning in Brook's design, by the reason given for ignoring them.
-_IGNORED: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Brook keeps its metadata in etcd (--etcd-endpoints), not ZooKeeper", ("zookeeper.",)),
-    (
-        "Brook has no KRaft quorum: its brokers elect a controller through etcd",
-        (
-            "process.roles",
-            "controller.",
-            "metadata.log.",
-            "metadata.max.",
-            "early.start.listeners",
-            "cluster.id",
-        ),
-    ),
-    (
-        "Brook serves from one asyncio event loop: it has no thread pools",
-        (
-            "num.network.threads",
-            "num.io.threads",
-            "num.recovery.threads.per.data.dir",
-            "num.replica.fetchers",
-            "background.threads",
-            "queued.max.requests",
-        ),
-    ),
-    ("the kernel sizes Brook's socket buffers", ("socket.send.buffer.bytes", "socket.receive.buffer.bytes")),
-    ("Brook has no share groups (KIP-932)", ("share.coordinator.", "group.share.")),
-    (
-        "Brook's internal topics take the broker's min.insync.replicas",
-        ("transaction.state.log.min.isr", "offsets.topic.min.isr"),
-    ),
-    ("secrets come from BROOK_SSL_KEY_PASSWORD, never a file Brook describes", ("ssl.key.password",)),
-)
 
 
 class ConfigError(Exception):
@@ -99,46 +59,6 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def _must_be(o: Option) -> str:
-    if o.choices:
-        return "one of " + ", ".join(o.choices)
-    if o.kind in ("int", "float"):
-        what = "an integer" if o.kind == "int" else "a number"
-        high = o.maximum if o.maximum is not None else (_INT_MAX if o.kind == "int" else None)
-        low = o.minimum
-        fmt = (lambda x: str(int(x))) if o.kind == "int" else str
-        if low is not None and high is not None:
-            return f"{what} from {fmt(low)} to {fmt(high)}"
-        return f"{what} of at least {fmt(low)}" if low is not None else what
-    return "a string"
-
-
-def convert(o: Option, raw: str) -> tuple[object, str | None]:
-    """(the typed value, None), or (None, what the value must be)."""
-    value: object = raw.strip()
-    if o.kind in ("int", "float"):
-        try:
-            n = int(raw) if o.kind == "int" else float(raw)
-        except ValueError:
-            return None, f"must be {_must_be(o)}"
-        high = o.maximum if o.maximum is not None else (_INT_MAX if o.kind == "int" else None)
-        if (o.minimum is not None and n < o.minimum) or (high is not None and n > high):
-            return None, f"must be {_must_be(o)}"
-        return n, None
-    if o.kind == "bool":
-        value = raw.strip().lower()
-    if o.choices and value not in o.choices:
-        return None, f"must be {_must_be(o)}"
-    return value, None
-
-
-def ignored_reason(key: str) -> str | None:
-    for reason, names in _IGNORED:
-        if any(key == n or (n.endswith(".") and key.startswith(n)) for n in names):
-            return reason
-    return None
-
-
 class Resolved:
     """The settings of one start: a namespace of every option by its dest, and the Kafka names set by
     the file, the overrides or the flags with their values as given (DescribeConfigs' static ones)."""
@@ -162,11 +82,11 @@ def _classify(props: dict[str, tuple[str, str]], in_pod: bool, r: Resolved) -> s
     by_reason: dict[str, list[str]] = {}
     for key in props:
         reason = ignored_reason(key)
-        if key in _ID_KEYS and in_pod:
+        if key in ID_KEYS and in_pod:
             reason = "in a pod the broker id is the pod's ordinal"
         if reason is not None:
             by_reason.setdefault(reason, []).append(key)
-        elif key in BY_KAFKA or key in BROKER_TOPIC_SYNONYMS or key in _TIME_KEYS or key in _OTHER_KEYS:
+        elif key in KNOWN:
             taken.add(key)
         else:
             unknown.append(key)
@@ -201,22 +121,16 @@ def _topic_defaults(props: dict[str, tuple[str, str]], taken: set[str], r: Resol
     """Topic defaults given by their broker names (log.retention.ms, min.insync.replicas, ...), as
     --topic-default name=value items."""
     items = []
-    for key in sorted(taken & BROKER_TOPIC_SYNONYMS.keys() - _TIME_KEYS):
-        value, where = props[key]
-        topic = BROKER_TOPIC_SYNONYMS[key]
-        if (err := validate_topic_config(topic, value)) is not None:
-            raise ConfigError(f"{where}: {key}={value}: {err.replace(topic, key)}")
-        items.append(f"{topic}={value}")
+    for key in sorted(taken & BROKER_TOPIC_SYNONYMS.keys() - TIME_KEYS):
+        value, _ = props[key]
+        items.append(f"{BROKER_TOPIC_SYNONYMS[key]}={value}")
         r.static[key] = value
-    for topic, chain in _TIME_SYNONYMS.items():
+    for topic, chain in TIME_SYNONYMS.items():
         for key, unit in chain:
             if key not in taken:
                 continue
             value, where = props[key]
-            try:
-                n = int(value)
-            except ValueError:
-                raise ConfigError(f"{where}: {key}={value}: must be an integer") from None
+            n = int(value)  # checked
             ms = str(-1 if n == -1 else n * unit)
             if (err := validate_topic_config(topic, ms)) is not None:
                 raise ConfigError(f"{where}: {key}={value}: must be -1 or a positive time ({err})")
@@ -239,44 +153,40 @@ def resolve(
     props = _layered(file, parse_overrides(overrides), str(config))
     _drop_controller_listeners(props, r)
     taken = _classify(props, in_pod, r)
+    for key in sorted(taken):
+        text, where = props[key]
+        if (err := check(key, text)) is not None:
+            raise ConfigError(f"{where}: {key}={text}: {err}")
     if "log.dir" in taken and "log.dirs" not in taken:
         props["log.dirs"] = props["log.dir"]
         taken.add("log.dirs")
-    if "log.dirs" in taken:
-        dirs, where = props["log.dirs"]
-        if len([d for d in dirs.split(",") if d.strip()]) != 1:
-            raise ConfigError(f"{where}: log.dirs={dirs}: Brook keeps one log directory per broker")
-    ids = [k for k in _ID_KEYS if k in taken]
+    ids = [k for k in ID_KEYS if k in taken]
     if ids:
         props.setdefault("node.id", props[ids[0]])
     topic_items = _topic_defaults(props, taken, r)
     for o in OPTIONS:
         flag = given(o)
+        value: object
         if flag is not None:
-            what, raw = flag
-            value = _from_flag(o, what, raw)
+            value = _from_flag(o, *flag)
             if o.kafka and o.kind != "list":
-                r.static[o.kafka] = str(raw).strip()
+                r.static[o.kafka] = str(flag[1]).strip()
         elif o.dest == "node_id" and ids:
-            value, where = props["node.id"]
-            if not value.strip().isdigit():
-                raise ConfigError(f"{where}: {ids[0]}={value}: must be an integer of at least 0")
-            r.static.update({k: value.strip() for k in _ID_KEYS})
+            value = props["node.id"][0].strip()
+            r.static.update({k: str(value) for k in ID_KEYS})
         elif o.kafka is not None and o.kafka in taken:
-            raw, where = props[o.kafka]
-            value, err = convert(o, raw)
-            if err is not None:
-                raise ConfigError(f"{where}: {o.kafka}={raw}: {err}")
-            r.static[o.kafka] = raw.strip()
+            text = props[o.kafka][0]
+            value = convert(o, text)[0]  # checked
+            r.static[o.kafka] = text.strip()
         else:
             value = o.default
         setattr(r.values, o.dest, value)
     flags = list(r.values.topic_default or [])
     r.values.topic_default = topic_items + flags
     for item in flags:
-        topic, _, value = item.partition("=")
+        topic, _, given_value = item.partition("=")
         if topic in TOPIC_TO_BROKER:
-            r.static[TOPIC_TO_BROKER[topic]] = value
+            r.static[TOPIC_TO_BROKER[topic]] = given_value
     return r
 
 

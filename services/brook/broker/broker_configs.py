@@ -16,14 +16,13 @@ from dataclasses import dataclass
 
 from brook.config import TOPIC_CONFIGS
 
-from .options import OPTIONS, RACK_AWARE_SELECTOR, Option
+from .options import OPTIONS, Option
 from .settings import BrokerSettings
 
 # ConfigSource ids (DescribeConfigs v1+).
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_BROKER_LOGGER = 4, 5, 6
 # ConfigType ids (DescribeConfigs v3+).
 TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8}
-__all__ = ["RACK_AWARE_SELECTOR"]
 
 
 @dataclass(frozen=True, slots=True)
