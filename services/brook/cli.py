@@ -104,17 +104,6 @@ def _topic_defaults(items: list[str]) -> dict[str, str]:
 
 
 def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
-    for flag, value in (
-        ("--producer-id-expiration-ms", a.producer_id_expiration_ms),
-        ("--producer-id-expiration-check-interval-ms", a.producer_id_expiration_check_interval_ms),
-        ("--transactional-id-expiration-ms", a.transactional_id_expiration_ms),
-        (
-            "--transaction-remove-expired-transaction-cleanup-interval-ms",
-            a.transaction_remove_expired_transaction_cleanup_interval_ms,
-        ),
-    ):
-        if value <= 0:
-            _fail(f"{flag} must be positive, got {value}")
     topic_defaults = _topic_defaults(a.topic_default or [])
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)

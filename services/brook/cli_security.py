@@ -1,5 +1,6 @@
-"""`brook broker`'s security flags, as Kafka names them: listeners, TLS, SASL (OAUTHBEARER's token
-validation among them), the authorizer, quotas, connection limits, and etcd's TLS and user."""
+"""`brook broker`'s security settings, as Kafka names them: listeners, TLS, SASL (OAUTHBEARER's token
+validation among them), the authorizer, quotas, connection limits, and etcd's TLS and user; the values
+come typed and within their ranges (brook.broker.options) and are checked here against each other."""
 
 from __future__ import annotations
 
@@ -114,24 +115,14 @@ def security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
     except ValueError as e:
         fail(f"--super-users: {e}")
     s.authorizer = AuthorizerSettings(authorizer, supers, a.allow_everyone_if_no_acl_found == "true")
-    if a.quota_window_num < 1 or a.quota_window_size_seconds <= 0:
-        fail("--quota-window-num must be at least 1 and --quota-window-size-seconds positive")
     s.quotas = QuotaSettings(a.quota_window_num, a.quota_window_size_seconds)
     try:
         overrides = parse_overrides(a.max_connections_per_ip_overrides or "")
     except ValueError as e:
         fail(f"--max-connections-per-ip-overrides: {e}")
-    for flag, value in (
-        ("--max-connections-per-ip", a.max_connections_per_ip),
-        ("--max-connection-creation-rate", a.max_connection_creation_rate),
-    ):
-        if value < 0:
-            fail(f"{flag} must not be negative, got {value}")
     s.connection_limits = ConnectionLimitSettings(
         a.max_connections, a.max_connections_per_ip, overrides, a.max_connection_creation_rate
     )
-    if a.max_broker_partitions < -1:
-        fail(f"--max-broker-partitions must be -1 (derived) or at least 0, got {a.max_broker_partitions}")
     s.max_broker_partitions = a.max_broker_partitions
     return s
 
