@@ -5,7 +5,8 @@ A config is STATIC_BROKER_CONFIG when this broker sets it (its identity and list
 its server.properties, --override or flags name, with the value given; any other whose value differs from
 Kafka's default) and DEFAULT_CONFIG otherwise; synonyms follow Kafka's
 ConfigHelper (log.retention.ms, .minutes, .hours ...: the ones set, most specific first, starting at
-the described name). Every entry is read-only: Brook changes no broker config at runtime.
+the described name). The topic defaults' names can be altered (handlers/dynamic_configs.py), the
+rest are read-only, as in Kafka.
 """
 
 from __future__ import annotations
