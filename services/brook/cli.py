@@ -8,7 +8,6 @@ property names), the default.
 
 from __future__ import annotations
 
-import argparse
 import errno
 import inspect
 import logging
@@ -18,6 +17,7 @@ import socket
 import sys
 from enum import StrEnum
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
@@ -54,7 +54,7 @@ def _check_data_dir(path: Path) -> None:
         _fail(f"--data-dir {path} is not writable by this user: fix its permissions or choose another")
 
 
-def _node_id(a: argparse.Namespace) -> int:
+def _node_id(a: SimpleNamespace) -> int:
     """--node-id, else the ordinal of a StatefulSet pod (<name>-<ordinal>) from BROOK_POD_NAME or the
     hostname when --node-id-from-hostname is given or BROOK_NODE_ID is set but empty."""
     if a.node_id is not None and str(a.node_id).strip() != "":
@@ -68,7 +68,7 @@ def _node_id(a: argparse.Namespace) -> int:
     return 0
 
 
-def _rack(a: argparse.Namespace) -> str | None:
+def _rack(a: SimpleNamespace) -> str | None:
     """--rack, else the content of --rack-file (written by the operator's rack init container)."""
     if a.rack:
         return str(a.rack)
@@ -80,7 +80,7 @@ def _rack(a: argparse.Namespace) -> str | None:
     return None
 
 
-def _replica_selector(a: argparse.Namespace) -> str | None:
+def _replica_selector(a: SimpleNamespace) -> str | None:
     """--replica-selector-class: empty (leaders serve every fetch) or Kafka's RackAwareReplicaSelector."""
     name = (a.replica_selector_class or "").strip()
     if name and name != RACK_AWARE_SELECTOR:
@@ -103,7 +103,7 @@ def _topic_defaults(items: list[str]) -> dict[str, str]:
     return defaults
 
 
-def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
+def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
     topic_defaults = _topic_defaults(a.topic_default or [])
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)

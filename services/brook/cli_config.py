@@ -8,11 +8,11 @@ value out of its range stops the start with one line naming the key, the value a
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from types import SimpleNamespace
 
 import javaproperties
 
@@ -64,7 +64,7 @@ class Resolved:
     the file, the overrides or the flags with their values as given (DescribeConfigs' static ones)."""
 
     def __init__(self) -> None:
-        self.values = argparse.Namespace()
+        self.values = SimpleNamespace()
         self.static: dict[str, str] = {}
         self.warnings: list[str] = []
 
