@@ -197,6 +197,8 @@ def broker(
     override: list[str] | None = None,
     **values: Any,
 ) -> None:
+    # typer sees one parameter per option (_broker_signature); each value arrives unconverted, so
+    # that a value left unset gives way to --override and the file, and errors name where it came from.
     def given(o: Option) -> tuple[str, object] | None:
         source = getattr(ctx.get_parameter_source(o.dest), "name", None)  # typer's own click's enum
         if source == "COMMANDLINE":
