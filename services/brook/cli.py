@@ -1,25 +1,33 @@
-"""The `brook` command: `brook broker` (one broker, as a pod runs it) and `brook dev up`.
+"""The `brook` command, one typer application: `brook broker` (one broker, as a pod runs it), `brook dev
+up` and the client commands of brook.console.
 
-Every `brook broker` flag can also come from an environment variable BROOK_<FLAG> (upper case,
-dashes as underscores), e.g. BROOK_NODE_ID, BROOK_ETCD_ENDPOINTS; flags win over the environment.
+A broker setting comes from, highest first: its flag or BROOK_<FLAG> variable (upper case, dashes as
+underscores, e.g. BROOK_NODE_ID), an `--override key=value`, the `--config` server.properties (Kafka's
+property names), the default.
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
+import inspect
 import logging
 import os
 import re
 import socket
 import sys
+from enum import StrEnum
 from pathlib import Path
-from typing import NoReturn
+from types import SimpleNamespace
+from typing import Annotated, Any
 
-from brook.broker.broker_configs import RACK_AWARE_SELECTOR
+import typer
+
+from brook.broker.options import CONFIG, OPTIONS, RACK_AWARE_SELECTOR, Option
 from brook.broker.settings import BrokerSettings
-from brook.cli_security import add_security_flags, etcd_auth, fail, security
+from brook.cli_config import ConfigError, in_pod, resolve
+from brook.cli_security import etcd_auth, fail, security
 from brook.config import TOPIC_CONFIGS, validate_topic_config
+from brook.console import app
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.metadata import EtcdAuthError
@@ -27,13 +35,11 @@ from brook.server.runner import run
 from brook.transactions import TxnSettings
 
 _fail = fail
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with its errors as one line (no usage block): the flag and what is wrong."""
-
-    def error(self, message: str) -> NoReturn:
-        _fail(f"{message} (see `{self.prog} --help`)")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+PRECEDENCE = (
+    "A setting comes from, highest first: its flag (or BROOK_* variable), an --override key=value, the "
+    "--config server.properties (Kafka's names), its default."
+)
 
 
 def _check_data_dir(path: Path) -> None:
@@ -48,45 +54,7 @@ def _check_data_dir(path: Path) -> None:
         _fail(f"--data-dir {path} is not writable by this user: fix its permissions or choose another")
 
 
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{value}' is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is out of range 0-65535")
-    return port
-
-
-def _env(name: str, default: str | None = None) -> str | None:
-    return os.environ.get(f"BROOK_{name}", default)
-
-
-def _env_defaults(parser: argparse.ArgumentParser) -> None:
-    """Defaults from BROOK_* environment variables, typed like each flag."""
-    for action in parser._actions:
-        raw = _env(action.dest.upper()) if action.option_strings and action.dest != "help" else None
-        if raw is None:
-            continue
-        if isinstance(action, argparse._StoreTrueAction):
-            action.default = raw.lower() in ("1", "true", "yes")
-        elif isinstance(action, argparse._AppendAction):  # BROOK_TOPIC_DEFAULT="a=1 b=2"
-            action.default = raw.split()
-        elif callable(action.type):
-            try:
-                action.default = action.type(raw)
-            except (ValueError, argparse.ArgumentTypeError) as e:
-                _fail(f"BROOK_{action.dest.upper()}={raw!r} is not valid for {action.option_strings[0]}: {e}")
-        else:
-            action.default = raw
-        if action.choices is not None and action.default not in action.choices:
-            _fail(
-                f"BROOK_{action.dest.upper()}={raw!r}: {action.option_strings[0]} takes one of "
-                + ", ".join(map(str, action.choices))
-            )
-
-
-def _node_id(a: argparse.Namespace) -> int:
+def _node_id(a: SimpleNamespace) -> int:
     """--node-id, else the ordinal of a StatefulSet pod (<name>-<ordinal>) from BROOK_POD_NAME or the
     hostname when --node-id-from-hostname is given or BROOK_NODE_ID is set but empty."""
     if a.node_id is not None and str(a.node_id).strip() != "":
@@ -100,7 +68,7 @@ def _node_id(a: argparse.Namespace) -> int:
     return 0
 
 
-def _rack(a: argparse.Namespace) -> str | None:
+def _rack(a: SimpleNamespace) -> str | None:
     """--rack, else the content of --rack-file (written by the operator's rack init container)."""
     if a.rack:
         return str(a.rack)
@@ -112,7 +80,7 @@ def _rack(a: argparse.Namespace) -> str | None:
     return None
 
 
-def _replica_selector(a: argparse.Namespace) -> str | None:
+def _replica_selector(a: SimpleNamespace) -> str | None:
     """--replica-selector-class: empty (leaders serve every fetch) or Kafka's RackAwareReplicaSelector."""
     name = (a.replica_selector_class or "").strip()
     if name and name != RACK_AWARE_SELECTOR:
@@ -135,18 +103,7 @@ def _topic_defaults(items: list[str]) -> dict[str, str]:
     return defaults
 
 
-def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
-    for flag, value in (
-        ("--producer-id-expiration-ms", a.producer_id_expiration_ms),
-        ("--producer-id-expiration-check-interval-ms", a.producer_id_expiration_check_interval_ms),
-        ("--transactional-id-expiration-ms", a.transactional_id_expiration_ms),
-        (
-            "--transaction-remove-expired-transaction-cleanup-interval-ms",
-            a.transaction_remove_expired_transaction_cleanup_interval_ms,
-        ),
-    ):
-        if value <= 0:
-            _fail(f"{flag} must be positive, got {value}")
+def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
     topic_defaults = _topic_defaults(a.topic_default or [])
     endpoints = [e.strip() for e in (a.etcd_endpoints or "").split(",") if e.strip()]
     offsets_rf = a.offsets_topic_replication_factor or (3 if endpoints else 1)
@@ -205,180 +162,169 @@ def _broker_settings(a: argparse.Namespace) -> BrokerSettings:
     return security(a, settings)
 
 
-def _add_broker_flags(b: argparse.ArgumentParser) -> None:
-    g = GroupSettings()
-    b.add_argument("--node-id", default=None, help="broker.id (default: a pod's ordinal, else 0)")
-    b.add_argument(
-        "--node-id-from-hostname",
-        action="store_true",
-        help="take the broker id from the hostname's -<ordinal> suffix (StatefulSet pods)",
-    )
-    b.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    b.add_argument("--port", type=_port, default=9092)
-    b.add_argument("--advertised-host", default=None, help="host clients are told to use (default: --host)")
-    b.add_argument("--advertised-port", type=_port, default=None)
-    b.add_argument("--rack", default=None, help="broker.rack")
-    b.add_argument("--rack-file", default=None, help="a file holding the rack (empty or missing: none)")
-    b.add_argument(
-        "--replica-selector-class",
-        default=None,
-        help=f"replica.selector.class: {RACK_AWARE_SELECTOR} lets consumers with client.rack fetch "
-        "from an in-sync follower in their rack (KIP-392); empty: from leaders",
-    )
-    b.add_argument("--metrics-host", default="0.0.0.0")
-    b.add_argument(
-        "--metrics-port", type=int, default=0, help="/metrics, /healthz, /readyz; 0: any free port; -1: off"
-    )
-    b.add_argument(
-        "--flush-check-interval-ms", type=int, default=1000, help="log.flush.scheduler.interval.ms"
-    )
-    b.add_argument("--data-dir", default="data", help="log.dirs")
-    b.add_argument(
-        "--etcd-endpoints",
-        default="",
-        help="comma-separated etcd endpoints (host:port); empty: a single node with local metadata",
-    )
-    b.add_argument("--etcd-cacert", default=None, help="PEM CA bundle to verify etcd's certificate (TLS)")
-    b.add_argument("--etcd-cert", default=None, help="PEM client certificate for etcd (--client-cert-auth)")
-    b.add_argument("--etcd-key", default=None, help="PEM private key of --etcd-cert")
-    b.add_argument(
-        "--etcd-user", default=None, help="etcd user (password: BROOK_ETCD_PASSWORD or --etcd-password-file)"
-    )
-    b.add_argument("--etcd-password-file", default=None, help="file holding the etcd user's password")
-    b.add_argument("--cluster-name", default="default", help="the key prefix of this cluster in etcd")
-    b.add_argument("--lease-ttl", type=int, default=6, help="seconds after which a silent broker is dead")
-    b.add_argument("--auto-create-topics", choices=("true", "false"), default="true")
-    b.add_argument("--num-partitions", type=int, default=1)
-    b.add_argument("--default-replication-factor", type=int, default=1)
-    b.add_argument("--replica-lag-time-max-ms", type=int, default=30_000)
-    b.add_argument(
-        "--replication-throttled-rate",
-        type=int,
-        default=0,
-        help="bytes/s for replicas being added by a reassignment; 0: unlimited",
-    )
-    b.add_argument("--auto-leader-rebalance-enable", choices=("true", "false"), default="true")
-    b.add_argument(
-        "--leader-imbalance-check-interval-seconds",
-        type=float,
-        default=300.0,
-        help="how often the controller checks",
-    )
-    b.add_argument(
-        "--leader-imbalance-per-broker-percentage",
-        type=int,
-        default=10,
-        help="a broker leading fewer of its preferred partitions than this % short gets them back",
-    )
-    b.add_argument("--controlled-shutdown-timeout", type=float, default=15.0)
-    b.add_argument(
-        "--max-request-bytes", type=int, default=100 * 1024 * 1024, help="socket.request.max.bytes"
-    )
-    b.add_argument("--retention-check-interval-ms", type=int, default=300_000)
-    b.add_argument(
-        "--log-cleaner-backoff-ms", type=int, default=15_000, help="pause between compaction passes"
-    )
-    b.add_argument(
-        "--producer-id-expiration-ms",
-        type=int,
-        default=86_400_000,
-        help="a producer id idle this long (and in no transaction) is forgotten (producer.id.expiration.ms)",
-    )
-    b.add_argument("--producer-id-expiration-check-interval-ms", type=int, default=600_000)
-    b.add_argument(
-        "--log-dir-probe-interval-ms",
-        type=int,
-        default=5000,
-        help="how often an offline log directory is probed to bring it back; -1: only at a restart",
-    )
-    b.add_argument(
-        "--log-dir-min-free-bytes",
-        type=int,
-        default=16 * 1024 * 1024,
-        help="free space an offline log directory needs to come back",
-    )
-    b.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
-    b.add_argument(
-        "--topic-default",
-        action="append",
-        metavar="NAME=VALUE",
-        help="broker-wide default for a topic config, e.g. retention.ms=60000 (repeat the flag; "
-        "BROOK_TOPIC_DEFAULT: space-separated pairs)",
-    )
-    b.add_argument("--offsets-topic-partitions", type=int, default=g.offsets_topic_partitions)
-    b.add_argument(
-        "--offsets-topic-replication-factor", type=int, default=0, help="default: 3 in a cluster, else 1"
-    )
-    b.add_argument("--offsets-retention-minutes", type=int, default=g.offsets_retention_minutes)
-    b.add_argument(
-        "--offsets-retention-check-interval-ms", type=int, default=g.offsets_retention_check_interval_ms
-    )
-    b.add_argument("--group-min-session-timeout-ms", type=int, default=g.min_session_timeout_ms)
-    t = TxnSettings()
-    b.add_argument("--transaction-state-log-num-partitions", type=int, default=t.state_log_partitions)
-    b.add_argument(
-        "--transaction-state-log-replication-factor",
-        type=int,
-        default=0,
-        help="default: 3 in a cluster, else 1",
-    )
-    b.add_argument(
-        "--transaction-max-timeout-ms",
-        type=int,
-        default=t.max_timeout_ms,
-        help="largest transaction.timeout.ms a producer may ask for",
-    )
-    b.add_argument(
-        "--transaction-abort-timed-out-transaction-cleanup-interval-ms",
-        type=int,
-        default=t.abort_check_interval_ms,
-        help="how often transactions open longer than their timeout are aborted",
-    )
-    b.add_argument(
-        "--transactional-id-expiration-ms",
-        type=int,
-        default=t.id_expiration_ms,
-        help="a transactional id unused this long, with no transaction in progress, is forgotten",
-    )
-    b.add_argument(
-        "--transaction-remove-expired-transaction-cleanup-interval-ms",
-        type=int,
-        default=t.remove_expired_interval_ms,
-        help="how often expired transactional ids are looked for",
-    )
-    b.add_argument("--group-initial-rebalance-delay-ms", type=int, default=g.initial_rebalance_delay_ms)
+def _metavar(o: Option) -> str:
+    if o.choices:
+        return "|".join(o.choices)
+    return {"int": "INT", "float": "NUMBER", "list": "NAME=VALUE"}.get(o.kind, "TEXT")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="brook", description="Brook: a Kafka-compatible broker")
-    p.add_argument("--log-level", default=_env("LOG_LEVEL", "INFO"))
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    b = sub.add_parser("broker", help="run one broker")
-    _add_broker_flags(b)
-    add_security_flags(b)
-    _env_defaults(b)
+def _help(o: Option) -> str:
+    """The option's help, with its server.properties name and default (click sees no default: a value
+    left unset gives way to --override and the file)."""
+    extra = [f"server.properties: {o.kafka}"] if o.kafka else []
+    if o.default not in (None, "", False):
+        extra.append(f"default: {o.default}")
+    return o.help + (f" ({'; '.join(extra)})" if extra else "")
 
-    d = sub.add_parser("dev", help="local development cluster")
-    dsub = d.add_subparsers(dest="dev_command", required=True, parser_class=_Parser)
-    up = dsub.add_parser("up", help="start a local Brook and print its bootstrap address")
-    up.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="default: a new temporary directory; give the printed one again to restart on the same data",
-    )
-    up.add_argument(
-        "--port", type=_port, default=9092, help="the first broker's port (others follow); 0: free ports"
-    )
-    up.add_argument(
-        "--metrics-port",
-        type=_port,
-        default=9308,
-        help="the first broker's /metrics, /healthz and /readyz port (others follow); 0: free ports",
-    )
-    up.add_argument("--brokers", type=int, default=3, help="brokers (with etcd); 1: a single node, no etcd")
-    up.add_argument("--event-loop", choices=("asyncio", "uvloop"), default="asyncio")
-    return p
+
+def _parameter(o: Option) -> inspect.Parameter:
+    common: dict[str, Any] = {"envvar": o.env, "help": _help(o), "rich_help_panel": o.panel}
+    annotation: Any
+    if o.kind == "flag":
+        annotation, default = Annotated[bool, typer.Option(o.flag, **common)], False
+    elif o.kind == "list":
+        annotation = Annotated[list[str] | None, typer.Option(o.flag, metavar=_metavar(o), **common)]
+        default = None
+    else:
+        annotation = Annotated[str | None, typer.Option(o.flag, metavar=_metavar(o), **common)]
+        default = None
+    return inspect.Parameter(o.dest, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+def broker(
+    ctx: typer.Context,
+    config: Path | None = None,
+    override: list[str] | None = None,
+    **values: Any,
+) -> None:
+    # typer sees one parameter per option (_broker_signature); each value arrives unconverted, so
+    # that a value left unset gives way to --override and the file, and errors name where it came from.
+    def given(o: Option) -> tuple[str, object] | None:
+        source = getattr(ctx.get_parameter_source(o.dest), "name", None)  # typer's own click's enum
+        if source == "COMMANDLINE":
+            return o.flag, values[o.dest]
+        if source == "ENVIRONMENT":
+            return o.env, values[o.dest]
+        return None
+
+    try:
+        resolved = resolve(config, override or [], given, in_pod())
+    except ConfigError as e:
+        _fail(str(e))
+    for warning in resolved.warnings:
+        logging.getLogger("brook.cli").warning("%s", warning)
+    settings = _broker_settings(resolved.values)
+    settings.static_config = resolved.static
+    _check_data_dir(settings.data_dir)
+    try:
+        run(settings, lambda s: print(f"bootstrap: {settings.advertised[0]}:{s.port}", flush=True))
+    except EtcdAuthError as e:  # wrong password, untrusted certificate: say so, no traceback
+        _fail(f"cannot start: {e}")
+    except OSError as e:  # start-up: a port taken, an address that is not this machine's, ...
+        if e.errno == errno.EADDRINUSE:
+            _fail(
+                f"a port is already in use ({e.strerror}): choose another --port/--listeners/--metrics-port"
+            )
+        _fail(f"cannot start: {e.strerror or e}")
+
+
+def _broker_signature() -> None:
+    """`brook broker`'s parameters, one per row of brook.broker.options.OPTIONS."""
+    file_options = [
+        inspect.Parameter(
+            "config",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                Path | None,
+                typer.Option(
+                    "--config",
+                    envvar="BROOK_CONFIG",
+                    metavar="FILE",
+                    help="a server.properties with Kafka's property names",
+                    rich_help_panel=CONFIG,
+                ),
+            ],
+        ),
+        inspect.Parameter(
+            "override",
+            inspect.Parameter.KEYWORD_ONLY,
+            default=None,
+            annotation=Annotated[
+                list[str] | None,
+                typer.Option(
+                    "--override",
+                    metavar="KEY=VALUE",
+                    help="a property over the --config file's, as kafka-server-start.sh takes it (repeat it)",
+                    rich_help_panel=CONFIG,
+                ),
+            ],
+        ),
+    ]
+    ctx = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+    params = [ctx, *file_options, *(_parameter(o) for o in OPTIONS)]
+    broker.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    broker.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+
+
+_broker_signature()
+app.command(
+    "broker",
+    help=f"Run one broker. {PRECEDENCE}",
+    short_help="Run one broker (--config server.properties, flags, BROOK_* variables)",
+)(broker)
+
+
+class EventLoop(StrEnum):
+    asyncio = "asyncio"
+    uvloop = "uvloop"
+
+
+dev_app = typer.Typer(help="A local development cluster.", no_args_is_help=True)
+app.add_typer(dev_app, name="dev")
+
+
+@dev_app.command("up")
+def dev_up_command(
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(help="default: a new temporary directory; give the printed one again to restart on it"),
+    ] = None,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="the first broker's port (others follow); 0: free ports")
+    ] = 9092,
+    metrics_port: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=65535,
+            help="the first broker's /metrics, /healthz and /readyz port (others follow); 0: free ports",
+        ),
+    ] = 9308,
+    brokers: Annotated[int, typer.Option(min=1, help="brokers (with etcd); 1: a single node, no etcd")] = 3,
+    event_loop: Annotated[EventLoop, typer.Option(help="the brokers' event loop")] = EventLoop.asyncio,
+) -> None:
+    """Start a local Brook (etcd and supervised brokers) and print its bootstrap address."""
+    dev_up(data_dir, port, brokers, event_loop.value, metrics_port)
+
+
+@app.callback()
+def root(
+    ctx: typer.Context,
+    log_level: Annotated[
+        str,
+        typer.Option(
+            envvar="BROOK_LOG_LEVEL", help="DEBUG, INFO, WARNING or ERROR (brook broker, brook dev)"
+        ),
+    ] = "INFO",
+) -> None:
+    """Brook: a Kafka-compatible broker, and a client for any Kafka cluster."""
+    if ctx.invoked_subcommand not in SERVER_COMMANDS:
+        return
+    level = log_level.upper()
+    if level not in LOG_LEVELS:
+        _fail(f"--log-level {log_level}: use DEBUG, INFO, WARNING or ERROR (or BROOK_LOG_LEVEL)")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 SERVER_COMMANDS = ("broker", "dev")
@@ -386,33 +332,28 @@ SERVER_COMMANDS = ("broker", "dev")
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    first = next((a for a in argv if not a.startswith("-")), None)
-    if first not in SERVER_COMMANDS and "--log-level" not in argv:
-        from brook.console import main as console_main  # topics, groups, produce, consume ...
-
-        console_main(argv)
+    if _command(argv) not in SERVER_COMMANDS:
+        app(args=argv, prog_name="brook")  # the client commands: typer's own error display
         return
-    args = build_parser().parse_args(argv)
-    level = args.log_level.upper()
-    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        _fail(f"--log-level {args.log_level}: use DEBUG, INFO, WARNING or ERROR (or BROOK_LOG_LEVEL)")
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.command == "broker":
-        settings = _broker_settings(args)
-        _check_data_dir(settings.data_dir)
-        try:
-            run(settings, lambda s: print(f"bootstrap: {settings.advertised[0]}:{s.port}", flush=True))
-        except EtcdAuthError as e:  # wrong password, untrusted certificate: say so, no traceback
-            _fail(f"cannot start: {e}")
-        except OSError as e:  # start-up: a port taken, an address that is not this machine's, ...
-            if e.errno == errno.EADDRINUSE:
-                _fail(
-                    f"a port is already in use ({e.strerror}): "
-                    "choose another --port/--listeners/--metrics-port"
-                )
-            _fail(f"cannot start: {e.strerror or e}")
-    elif args.command == "dev":
-        dev_up(args.data_dir, args.port, args.brokers, args.event_loop, args.metrics_port)
+    try:
+        typer.main.get_command(app).main(args=argv, prog_name="brook", standalone_mode=False)
+    except typer.Abort:
+        raise SystemExit(1) from None
+    except typer.TyperException as e:  # a server's start-up errors are one line, as every other
+        command = "broker" if _command(argv) == "broker" else "dev up"
+        message = e.format_message() if hasattr(e, "format_message") else str(e)
+        _fail(f"{message} (see `brook {command} --help`)")
+
+
+def _command(argv: list[str]) -> str | None:
+    """The subcommand named, past the root's --log-level and its value."""
+    args = iter(argv)
+    for a in args:
+        if a == "--log-level":
+            next(args, None)
+        elif not a.startswith("-"):
+            return a
+    return None
 
 
 if __name__ == "__main__":

@@ -1,24 +1,25 @@
-"""`brook broker`'s security flags, as Kafka names them: listeners, TLS, SASL (OAUTHBEARER's token
-validation among them), the authorizer, quotas, connection limits, and etcd's TLS and user."""
+"""`brook broker`'s security settings, as Kafka names them: listeners, TLS, SASL (OAUTHBEARER's token
+validation among them), the authorizer, quotas, connection limits, and etcd's TLS and user; the values
+come typed and within their ranges (brook.broker.options) and are checked here against each other."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import NoReturn
 
 from brook.broker.settings import BrokerSettings
 from brook.metadata import EtcdAuth
 from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
-from brook.security.connection_limits import UNLIMITED, ConnectionLimitSettings, parse_overrides
+from brook.security.connection_limits import ConnectionLimitSettings, parse_overrides
 from brook.security.listeners import Listener, ListenerError, parse_listeners
 from brook.security.oauthbearer import OAuthSettings
 from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
-from brook.security.tls import CLIENT_AUTH, TlsSettings
+from brook.security.tls import TlsSettings
 
 
 def fail(message: str) -> NoReturn:
@@ -27,7 +28,7 @@ def fail(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
-def listeners(a: argparse.Namespace) -> list[Listener]:
+def listeners(a: SimpleNamespace) -> list[Listener]:
     """--listeners (Kafka's NAME://host:port,...); empty: the single PLAINTEXT listener of --host/--port."""
     if not (a.listeners or "").strip():
         return []
@@ -49,7 +50,7 @@ def listeners(a: argparse.Namespace) -> list[Listener]:
     return listeners
 
 
-def security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
+def security(a: SimpleNamespace, s: BrokerSettings) -> BrokerSettings:
     s.listeners = listeners(a)
     s.inter_broker_listener_name = (a.inter_broker_listener_name or "").upper() or None
     s.tls = TlsSettings(
@@ -114,107 +115,19 @@ def security(a: argparse.Namespace, s: BrokerSettings) -> BrokerSettings:
     except ValueError as e:
         fail(f"--super-users: {e}")
     s.authorizer = AuthorizerSettings(authorizer, supers, a.allow_everyone_if_no_acl_found == "true")
-    if a.quota_window_num < 1 or a.quota_window_size_seconds <= 0:
-        fail("--quota-window-num must be at least 1 and --quota-window-size-seconds positive")
     s.quotas = QuotaSettings(a.quota_window_num, a.quota_window_size_seconds)
     try:
         overrides = parse_overrides(a.max_connections_per_ip_overrides or "")
     except ValueError as e:
         fail(f"--max-connections-per-ip-overrides: {e}")
-    for flag, value in (
-        ("--max-connections-per-ip", a.max_connections_per_ip),
-        ("--max-connection-creation-rate", a.max_connection_creation_rate),
-    ):
-        if value < 0:
-            fail(f"{flag} must not be negative, got {value}")
     s.connection_limits = ConnectionLimitSettings(
         a.max_connections, a.max_connections_per_ip, overrides, a.max_connection_creation_rate
     )
-    if a.max_broker_partitions < -1:
-        fail(f"--max-broker-partitions must be -1 (derived) or at least 0, got {a.max_broker_partitions}")
     s.max_broker_partitions = a.max_broker_partitions
     return s
 
 
-def add_security_flags(b: argparse.ArgumentParser) -> None:
-    b.add_argument(
-        "--listeners", default="", help="NAME://host:port,... (default: PLAINTEXT on --host:--port)"
-    )
-    b.add_argument("--advertised-listeners", default="", help="NAME://host:port,... clients are told")
-    b.add_argument(
-        "--listener-security-protocol-map",
-        default="",
-        help="NAME:PROTOCOL,... (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL); default: names are protocols",
-    )
-    b.add_argument("--inter-broker-listener-name", default="", help="default: the first listener")
-    b.add_argument(
-        "--ssl-keystore-location",
-        default=None,
-        help="PEM: certificate chain (and key unless --ssl-key-location)",
-    )
-    b.add_argument(
-        "--ssl-key-location", default=None, help="PEM private key (password: BROOK_SSL_KEY_PASSWORD)"
-    )
-    b.add_argument(
-        "--ssl-truststore-location", default=None, help="PEM CA certificates for client certificates"
-    )
-    b.add_argument("--ssl-client-auth", choices=tuple(CLIENT_AUTH), default="none")
-    b.add_argument(
-        "--ssl-client-auth-listeners",
-        default="",
-        help="NAME,... listeners that require a client certificate whatever --ssl-client-auth says "
-        "(Kafka's listener.name.<name>.ssl.client.auth=required)",
-    )
-    b.add_argument(
-        "--advertised-listeners-file",
-        default=None,
-        help="read advertised.listeners from this file at start-up (exclusive with --advertised-listeners)",
-    )
-    b.add_argument("--sasl-enabled-mechanisms", default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512")
-    b.add_argument(
-        "--connections-max-reauth-ms", type=int, default=0, help="KIP-368; 0: no re-authentication"
-    )
-    b.add_argument("--connection-failed-authentication-delay-ms", type=int, default=100)
-    b.add_argument("--sasl-mechanism-inter-broker-protocol", default="PLAIN")
-    o = "--sasl-oauthbearer-"  # OAUTHBEARER (OIDC) token validation, Kafka's sasl.oauthbearer.* names
-    b.add_argument(o + "jwks-endpoint-url", default="", help="the identity provider's JWKS (signing keys)")
-    b.add_argument(o + "jwks-endpoint-refresh-ms", type=int, default=3_600_000)
-    b.add_argument(o + "expected-audience", default="", help="comma-separated; a token needs one of them")
-    b.add_argument(o + "expected-issuer", default="")
-    b.add_argument(o + "sub-claim-name", default="sub", help="the claim holding the principal's name")
-    b.add_argument(o + "clock-skew-seconds", type=int, default=30)
-    b.add_argument(o + "unsecured", choices=("true", "false"), default="false", help="unsigned tokens (dev)")
-    b.add_argument(
-        "--inter-broker-sasl-username", default=None, help="this broker's SASL user towards the others"
-    )
-    b.add_argument(
-        "--inter-broker-sasl-password-file",
-        default=None,
-        help="file holding that user's password (else BROOK_INTER_BROKER_SASL_PASSWORD)",
-    )
-    b.add_argument(
-        "--authorizer-class-name",
-        default="",
-        help=f"authorizer.class.name: {' or '.join(AUTHORIZERS)} enforces ACLs; empty: none",
-    )
-    b.add_argument("--super-users", default="", help="super.users: principals, e.g. 'User:admin;User:broker'")
-    b.add_argument("--allow-everyone-if-no-acl-found", choices=("true", "false"), default="false")
-    b.add_argument("--max-connections", type=int, default=-1, help="-1: 3/4 of the open-file limit")
-    b.add_argument("--max-connections-per-ip", type=int, default=UNLIMITED)
-    b.add_argument("--max-connections-per-ip-overrides", default="", help="host:count,...")
-    b.add_argument("--max-connection-creation-rate", type=int, default=UNLIMITED, help="per second")
-    b.add_argument(
-        "--max-broker-partitions",
-        type=int,
-        default=-1,
-        help="max.broker.partitions: replicas this broker may host (each keeps a file open); "
-        "-1: 1/4 of the open-file limit",
-    )
-    b.add_argument("--quota-window-num", type=int, default=11, help="quota.window.num: rate samples")
-    b.add_argument("--quota-window-size-seconds", type=float, default=1.0, help="quota.window.size.seconds")
-
-
-def etcd_auth(a: argparse.Namespace) -> EtcdAuth:
+def etcd_auth(a: SimpleNamespace) -> EtcdAuth:
     """etcdctl's --cacert/--cert/--key/--user; the password from BROOK_ETCD_PASSWORD or a file."""
     files: dict[str, Path | None] = {}
     for flag, value in (("cacert", a.etcd_cacert), ("cert", a.etcd_cert), ("key", a.etcd_key)):

@@ -184,7 +184,8 @@ def test_invalid_specs_are_refused_by_the_api_server(
 
 def test_valid_specs_are_accepted_and_defaulted(manifests: Kube) -> None:
     kube = manifests
-    for obj in (CLUSTER, TOPIC, USER, _with(CLUSTER, listeners=[INTERNAL], config={"retention.ms": 1})):
+    config = {"retention.ms": 1, "num.partitions": 3, "auto.create.topics.enable": False}
+    for obj in (CLUSTER, TOPIC, USER, _with(CLUSTER, listeners=[INTERNAL], config=config)):
         kube.kubectl("create", "--dry-run=server", "-n", NS, "-f", "-", input=json.dumps(obj))
     # Defaults apply inside a defaulted value on requests (the CEL rules' has() guards cover only the
     # server's check of the defaults themselves).

@@ -263,6 +263,25 @@ def test_cluster_runs_three_brokers_and_turns_ready(brook: Brook) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(60)
+def test_the_clusters_config_reaches_the_brokers(brook: Brook) -> None:
+    """spec.config's broker properties (manifests/examples/cluster.yaml) reach every broker through its
+    server.properties: DescribeConfigs reports them as set statically, as Kafka reports its file's."""
+    from confluent_kafka.admin import ConfigResource, ConfigSource
+
+    admin = brook.admin()
+    for node in range(3):
+        res = ConfigResource(ConfigResource.Type.BROKER, str(node))
+        configs = admin.describe_configs([res])[res].result(15)
+        for name, value in (("num.partitions", "6"), ("auto.create.topics.enable", "false")):
+            entry = configs[name]
+            assert (entry.value, entry.source) == (value, ConfigSource.STATIC_BROKER_CONFIG.value), (
+                node,
+                name,
+            )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
 def test_topic_resource_creates_the_topic(brook: Brook) -> None:
     brook.kubectl("apply", "-f", "-", input=_topic("events", 3, 3))
     brook.kubectl("wait", "--for=condition=Ready", "topic/events", "--timeout=40s", timeout=50)

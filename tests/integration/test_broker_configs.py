@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from kafka.protocol.admin import DescribeConfigsRequest
 
+from brook.config import BROKER_TOPIC_SYNONYMS
 from brook.protocol.errors import ErrorCode
 from tests.support.broker import BrokerProcess
 from tests.support.raw import RawClient
@@ -44,7 +45,8 @@ def test_broker_resource_per_version(broker: BrokerProcess, version: int) -> Non
             assert name in configs, name
         assert configs["broker.rack"].value is None and configs["broker.rack"].config_source == DEFAULT
         assert (configs["num.partitions"].value, configs["num.partitions"].config_source) == ("3", STATIC)
-        assert all(e.read_only and not e.synonyms for e in r.configs)
+        assert not any(e.synonyms for e in r.configs)
+        assert all(e.read_only == (e.name not in BROKER_TOPIC_SYNONYMS) for e in r.configs)
         if version >= 3:
             assert configs["num.partitions"].config_type == 3  # INT
             assert all(e.documentation is None for e in r.configs)

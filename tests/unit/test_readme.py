@@ -6,14 +6,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from brook.cli import build_parser
+import typer.main
+
+from brook.cli import app
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
 
 def dev_up_defaults() -> tuple[int, int, int]:
-    a = build_parser().parse_args(["dev", "up"])
-    return a.port, a.metrics_port, a.brokers
+    up = typer.main.get_command(app).commands["dev"].commands["up"]  # type: ignore[attr-defined]
+    defaults = {p.name: p.default for p in up.params}
+    return defaults["port"], defaults["metrics_port"], defaults["brokers"]
 
 
 def test_it_starts_with_the_two_commands() -> None:

@@ -45,7 +45,7 @@ def cluster_manifests(
     out: list[Manifest] = []
     if spec.etcd is not None and spec.etcd.managed is not None:
         out += etcd.manifests(cluster, namespace, spec.etcd.managed)
-    out += [cm]
+    out += [cm, broker.properties_config_map(cluster, namespace, spec)]
     table: dict[str, str] | None = None
     if security.needs_advertise(spec):
         adv = listeners.advertised_table(cluster, namespace, spec, n, services or {})

@@ -47,7 +47,6 @@ def broker_env_config(
     }
     if etcd_endpoints:
         env["BROOK_ETCD_ENDPOINTS"] = ",".join(etcd_endpoints)
-    env.update(brokerconfig.broker_env(spec.config))
     env.update(security.config(cluster, spec))
     env.update(etcd_client.config(spec))
     return dict(sorted(env.items()))
@@ -59,6 +58,16 @@ def config_map(cluster: str, namespace: str, spec: ClusterSpec, etcd_endpoints: 
         "kind": "ConfigMap",
         "metadata": _meta(names.config_map(cluster), namespace, cluster),
         "data": broker_env_config(cluster, namespace, spec, etcd_endpoints),
+    }
+
+
+def properties_config_map(cluster: str, namespace: str, spec: ClusterSpec) -> Manifest:
+    """spec.config's broker properties as the brokers' server.properties."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(names.properties_config_map(cluster), namespace, cluster),
+        "data": {brokerconfig.PROPERTIES_FILE: brokerconfig.server_properties(spec.config)},
     }
 
 
@@ -172,7 +181,7 @@ def _http_probe(path: str, period: int, failures: int, timeout: int = 3) -> dict
 
 
 def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str) -> dict[str, Any]:
-    args = ["broker"]
+    args = ["broker", "--config", f"{names.PROPERTIES_DIR}/{brokerconfig.PROPERTIES_FILE}"]
     for name, value in brokerconfig.topic_defaults(spec.config).items():
         args += ["--topic-default", f"{name}={value}"]
     env: list[dict[str, Any]] = [
@@ -189,6 +198,7 @@ def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str
     mounts: list[dict[str, Any]] = [
         {"name": "data", "mountPath": names.DATA_MOUNT},
         {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "server-properties", "mountPath": names.PROPERTIES_DIR, "readOnly": True},
     ]
     if spec.rack_topology_key is not None:
         env.append({"name": "BROOK_RACK_FILE", "value": names.RACK_FILE})
@@ -222,7 +232,10 @@ def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str
 
 
 def _volumes(cluster: str, spec: ClusterSpec) -> list[dict[str, Any]]:
-    vols: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    vols: list[dict[str, Any]] = [
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "server-properties", "configMap": {"name": names.properties_config_map(cluster)}},
+    ]
     if spec.storage.type == "ephemeral":
         vols.append({"name": "data", "emptyDir": {"sizeLimit": spec.storage.size}})
     if spec.rack_topology_key is not None or security.needs_advertise(spec):
@@ -308,8 +321,11 @@ def pod_template(
                 "labelSelector": {"matchLabels": sel},
             }
         ]
-    # A changed advertised address restarts the brokers (one at a time): it is read at start-up.
-    hashed = config_data if listeners_data is None else {**config_data, "#listeners": str(listeners_data)}
+    # A changed advertised address or server.properties restarts the brokers (one at a time): both are
+    # read at start-up.
+    hashed = {**config_data, "#server.properties": brokerconfig.server_properties(spec.config)}
+    if listeners_data is not None:
+        hashed["#listeners"] = str(listeners_data)
     annotations = {names.CONFIG_HASH_ANNOTATION: names.stable_hash(hashed)}
     if spec.metrics.enabled:
         annotations.update(

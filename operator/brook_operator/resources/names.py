@@ -12,6 +12,7 @@ ETCD = "etcd"
 
 # Annotations and labels the operator owns.
 REVISION_ANNOTATION = "brook.dev/revision"  # pod template hash: a pod with another value is outdated
+PROPERTIES_DIR = "/etc/brook/config"  # the brokers' server.properties (brook broker --config)
 CONFIG_HASH_ANNOTATION = "brook.dev/config-hash"  # hash of the ConfigMap the pods read
 APPLIED_HASH_ANNOTATION = "brook.dev/applied-hash"  # hash of the manifest last written by the operator
 KEEP_TOPIC_ANNOTATION = "brook.dev/keep-topic-on-delete"
@@ -44,6 +45,11 @@ def bootstrap_service(cluster: str) -> str:
 
 def config_map(cluster: str) -> str:
     return f"{cluster}-config"
+
+
+def properties_config_map(cluster: str) -> str:
+    """The server.properties of spec.config, mounted at PROPERTIES_DIR."""
+    return f"{cluster}-server-properties"
 
 
 def service_account(cluster: str) -> str:

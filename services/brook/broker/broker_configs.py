@@ -1,10 +1,12 @@
 """The broker's own configs as DescribeConfigs(BROKER) reports them: Kafka's names, types, defaults and
 synonyms, with this broker's values.
 
-A config is STATIC_BROKER_CONFIG when this broker sets it (its identity and listeners always; any other
-whose value differs from Kafka's default) and DEFAULT_CONFIG otherwise; synonyms follow Kafka's
+A config is STATIC_BROKER_CONFIG when this broker sets it (its identity and listeners always; whatever
+its server.properties, --override or flags name, with the value given; any other whose value differs from
+Kafka's default) and DEFAULT_CONFIG otherwise; synonyms follow Kafka's
 ConfigHelper (log.retention.ms, .minutes, .hours ...: the ones set, most specific first, starting at
-the described name). Every entry is read-only: Brook changes no broker config at runtime.
+the described name). The topic defaults' names can be altered (handlers/dynamic_configs.py), the
+rest are read-only, as in Kafka.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ from dataclasses import dataclass
 
 from brook.config import TOPIC_CONFIGS
 
+from .options import OPTIONS, Option
 from .settings import BrokerSettings
 
 # ConfigSource ids (DescribeConfigs v1+).
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_BROKER_LOGGER = 4, 5, 6
 # ConfigType ids (DescribeConfigs v3+).
 TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8}
-RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +146,25 @@ DEFS: dict[str, BrokerConfigDef] = {
     )
 }
 
+
+def _option_default(o: Option) -> str | None:
+    if o.default is None or o.default == "":
+        return None
+    if isinstance(o.default, float) and o.default.is_integer():
+        return str(int(o.default))
+    return str(o.default)
+
+
+# The options' Kafka names that the table above leaves out (security, limits, leader balance ...), with
+# Brook's defaults.
+DEFS.update(
+    {
+        o.kafka: _d(o.kafka, o.config_type, _option_default(o), o.help)
+        for o in OPTIONS
+        if o.kafka is not None and o.kafka not in DEFS
+    }
+)
+
 # The broker name of each topic config Brook has (Kafka's ServerTopicConfigSynonyms).
 TOPIC_TO_BROKER = {
     "cleanup.policy": "log.cleanup.policy",
@@ -250,9 +271,13 @@ def static_configs(s: BrokerSettings) -> dict[str, str]:
         values["replica.selector.class"] = s.replica_selector_class
     for topic_name, value in s.topic_defaults.items():
         broker_name = TOPIC_TO_BROKER.get(topic_name)
-        if broker_name is not None:
+        # A default given as log.retention.hours is described under that name, not as log.retention.ms.
+        if broker_name is not None and not any(n in s.static_config for n in synonyms_of(broker_name)):
             values[broker_name] = value
-    return {k: v for k, v in values.items() if k in _ALWAYS_SET or v != DEFS[k].default}
+    values.update({k: v for k, v in s.static_config.items() if k in DEFS})
+    return {
+        k: v for k, v in values.items() if k in _ALWAYS_SET or k in s.static_config or v != DEFS[k].default
+    }
 
 
 def broker_configs(s: BrokerSettings, keys: Iterable[str] | None = None) -> list[BrokerConfigEntry]:

@@ -74,6 +74,9 @@ class BrokerSettings:
     # Partition replicas this broker may host (each keeps a file open); -1: a quarter of the open-file
     # limit (see brook.broker.partition_budget).
     max_broker_partitions: int = -1
+    # Kafka names set by the server.properties, --override or flags, with their values as given:
+    # DescribeConfigs reports them as STATIC_BROKER_CONFIG.
+    static_config: dict[str, str] = field(default_factory=dict)
 
     @property
     def advertised(self) -> tuple[str, int]:

@@ -1,6 +1,6 @@
 """The `brook` command for people: topics, groups, the cluster, ACLs, SCRAM users, produce and consume,
 over the Kafka protocol with confluent-kafka (so it works against any Kafka-compatible cluster).
-`brook broker` and `brook dev up` (the server side) are handled by brook.cli and only listed here."""
+brook.cli adds `brook broker` and `brook dev up` (the server side) to this application."""
 
 from __future__ import annotations
 
@@ -22,17 +22,3 @@ app.add_typer(acls.app, name="acl")
 app.add_typer(users.app, name="user")
 app.command("produce")(records.produce)
 app.command("consume")(records.consume)
-
-
-@app.command("broker", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def broker() -> None:
-    """Run one broker (see `brook broker --help`)."""
-
-
-@app.command("dev", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def dev() -> None:
-    """A local development cluster: `brook dev up` (see `brook dev up --help`)."""
-
-
-def main(argv: list[str]) -> None:
-    app(args=argv, prog_name="brook")

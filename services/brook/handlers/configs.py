@@ -8,7 +8,7 @@ from typing import Any
 
 from brook.broker.broker import Broker
 from brook.broker.broker_configs import SOURCE_BROKER_LOGGER, broker_configs, logger_levels
-from brook.config import TOPIC_CONFIGS, validate_topic_config
+from brook.config import BROKER_TOPIC_SYNONYMS, TOPIC_CONFIGS, validate_topic_config
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
@@ -91,7 +91,8 @@ def _broker_entries(
         {
             "name": c.name,
             "value": c.value,
-            "read_only": True,
+            # As Kafka: the topic defaults' broker names are dynamic (AlterConfigs), the rest static.
+            "read_only": c.name not in BROKER_TOPIC_SYNONYMS,
             "config_source": c.source,
             "is_default": c.source == SOURCE_DEFAULT,
             "is_sensitive": False,

@@ -118,7 +118,13 @@ def with_dynamic_broker_configs(
         dynamic[k] = _entry(k, layers[0][1], layers[0][2], d, layers if synonyms else None)
     if not name:
         return list(dynamic.values())
-    return [dynamic.pop(e["name"], e) for e in static] + list(dynamic.values())
+    out = []
+    for e in static:
+        over = dynamic.pop(e["name"], None)
+        if over is not None:  # Kafka's chain goes on below the dynamic values: static, then default
+            over["synonyms"] += e["synonyms"]
+        out.append(over or e)
+    return out + list(dynamic.values())
 
 
 def dynamic_topic_defaults(broker: Broker) -> list[tuple[dict[str, str], int]]:

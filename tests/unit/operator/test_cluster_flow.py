@@ -65,6 +65,7 @@ def test_first_pass_creates_every_owned_object_with_owner_references() -> None:
     created = {(k, n) for (k, _, n) in kube.objects}
     assert created == {
         ("ConfigMap", "demo-config"),
+        ("ConfigMap", "demo-server-properties"),
         ("ServiceAccount", "demo-broker"),
         ("Service", "demo-brokers"),
         ("Service", "demo-bootstrap"),

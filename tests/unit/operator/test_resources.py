@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import javaproperties
 import kubernetes_validate
 import pytest
 
@@ -57,6 +58,7 @@ def test_a_cluster_builds_every_owned_object_in_dependency_order() -> None:
         "StatefulSet/demo-etcd",
         "PodDisruptionBudget/demo-etcd",
         "ConfigMap/demo-config",
+        "ConfigMap/demo-server-properties",
         "ServiceAccount/demo-broker",
         "Service/demo-brokers",
         "Service/demo-bootstrap",
@@ -76,6 +78,7 @@ def test_without_etcd_or_rack_there_is_no_etcd_and_no_init_container() -> None:
     objs = build({"replicas": 1})
     assert set(objs) == {
         "ConfigMap/demo-config",
+        "ConfigMap/demo-server-properties",
         "ServiceAccount/demo-broker",
         "Service/demo-brokers",
         "Service/demo-bootstrap",
@@ -122,7 +125,12 @@ def test_statefulset_shape() -> None:
     assert c["command"] == ["brook"]
     assert c["resources"] == {"limits": {"memory": "2Gi"}, "requests": {"cpu": "500m", "memory": "1Gi"}}
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
-    assert {m["mountPath"] for m in c["volumeMounts"]} == {"/var/lib/brook", "/tmp", "/var/run/brook"}
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {
+        "/var/lib/brook",
+        "/tmp",
+        "/var/run/brook",
+        "/etc/brook/config",
+    }
 
 
 def test_probes_use_the_health_endpoints_of_the_metrics_port() -> None:
@@ -187,11 +195,13 @@ def test_rack_binding_grants_the_brokers_the_rack_cluster_role() -> None:
     assert b["subjects"] == [{"kind": "ServiceAccount", "name": "demo-broker", "namespace": "kafka"}]
 
 
-def test_config_goes_to_topic_default_flags_and_broker_env() -> None:
+def test_config_goes_to_topic_default_flags_and_a_server_properties() -> None:
     objs = build(FULL)
-    args = container(objs["StatefulSet/demo-broker"])["args"]
-    assert args == [
+    c = container(objs["StatefulSet/demo-broker"])
+    assert c["args"] == [
         "broker",
+        "--config",
+        "/etc/brook/config/server.properties",
         "--topic-default",
         "cleanup.policy=compact,delete",
         "--topic-default",
@@ -199,20 +209,32 @@ def test_config_goes_to_topic_default_flags_and_broker_env() -> None:
         "--topic-default",
         "retention.ms=86400000",
     ]
+    properties = objs["ConfigMap/demo-server-properties"]["data"]["server.properties"]
+    assert javaproperties.loads(properties) == {"auto.create.topics.enable": "false", "num.partitions": "6"}
+    assert {"name": "server-properties", "mountPath": "/etc/brook/config", "readOnly": True} in c[
+        "volumeMounts"
+    ]
+    pod = objs["StatefulSet/demo-broker"]["spec"]["template"]["spec"]
+    assert {"name": "server-properties", "configMap": {"name": "demo-server-properties"}} in pod["volumes"]
     data = objs["ConfigMap/demo-config"]["data"]
     assert data == {
-        "BROOK_AUTO_CREATE_TOPICS": "false",
         "BROOK_DATA_DIR": "/var/lib/brook/data",
         "BROOK_ETCD_ENDPOINTS": ",".join(f"http://demo-etcd-{i}.demo-etcd.kafka.svc:2379" for i in range(3)),
         "BROOK_HOST": "0.0.0.0",
         "BROOK_LOG_LEVEL": "INFO",
         "BROOK_METRICS_HOST": "0.0.0.0",
         "BROOK_METRICS_PORT": "9400",
-        "BROOK_NUM_PARTITIONS": "6",
         "BROOK_PORT": "9093",
     }
-    c = container(objs["StatefulSet/demo-broker"])
     assert c["envFrom"] == [{"configMapRef": {"name": "demo-config"}}]
+
+
+def test_a_properties_change_rolls_the_brokers() -> None:
+    def revision(config: dict[str, object]) -> str:
+        sts = build({**FULL, "config": config})["StatefulSet/demo-broker"]
+        return str(sts["spec"]["template"]["metadata"]["annotations"]["brook.dev/config-hash"])
+
+    assert revision({"num.partitions": 6}) != revision({"num.partitions": 7})
 
 
 def test_external_etcd_endpoints_are_passed_as_they_are() -> None:

@@ -128,8 +128,8 @@ def test_config_values_are_normalized_to_kafka_strings() -> None:
         ({"replicas": 1, "config": {"retention.ms": "soon"}}, "retention.ms must be an integer"),
         ({"replicas": 1, "config": {"no.such.setting": 1}}, "unknown broker config 'no.such.setting'"),
         ({"replicas": 1, "config": {"broker.id": 3}}, "broker.id is set by the operator"),
-        ({"replicas": 1, "config": {"num.partitions": 0}}, "num.partitions must be >= 1"),
-        ({"replicas": 1, "config": {"auto.create.topics.enable": "maybe"}}, "must be true or false"),
+        ({"replicas": 1, "config": {"num.partitions": 0}}, "num.partitions=0: must be an integer from 1 to"),
+        ({"replicas": 1, "config": {"auto.create.topics.enable": "maybe"}}, "must be one of true, false"),
         ({"replicas": 1, "config": {"retention.ms": {"a": 1}}}, "must be a string, number or boolean"),
         (
             {"replicas": 1, "listeners": [{"name": "a", "port": 9092}, {"name": "b", "port": 9092}]},
