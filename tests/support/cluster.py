@@ -12,6 +12,7 @@ from kafka.protocol.metadata import MetadataRequest
 from brook.dev.etcd import EtcdProcess
 
 from .broker import BrokerProcess
+from .netns import Host, NetLab, NsEtcd
 from .ports import free_port
 from .raw import RawClient
 
@@ -42,14 +43,24 @@ class Cluster:
         node_args: Callable[[int], list[str]] | None = None,
         port_args: Callable[[int, int], list[str]] | None = None,
         etcd: EtcdProcess | None = None,
+        lab: NetLab | None = None,
+        broker_env: Callable[[int], dict[str, str]] | None = None,
     ) -> None:
         """`extra_args` go to every broker, `node_args(node_id)` to that one (e.g. its --rack), and
         `port_args(node_id, port)` too, given the broker's port (e.g. its --listeners). `etcd`: one
-        set up by the test (e.g. with TLS), instead of a plain one."""
+        set up by the test (e.g. with TLS), instead of a plain one. `lab`: etcd and each broker on a
+        host of its own (`hosts["etcd"]`, `hosts[node_id]`). `broker_env(node_id)`: environment
+        added to that broker's (e.g. a fault shim)."""
         self.root = root
+        self.lab = lab
+        self.hosts: dict[str | int, Host] = {}
+        if lab is not None:
+            self.hosts["etcd"] = lab.host("etcd")
+            etcd = etcd or NsEtcd(self.hosts["etcd"], root / "etcd")
         self.etcd = etcd or EtcdProcess(
             root / "etcd", unsafe_no_fsync=True, heartbeat_ms=100, election_ms=500
         )
+        self._env = broker_env or (lambda _: {})
         self.brokers: list[BrokerProcess] = []
         self._n = brokers
         self._extra = extra_args or []
@@ -76,9 +87,15 @@ class Cluster:
 
     def add_broker(self, node_id: int) -> BrokerProcess:
         port = free_port()
+        where: dict[str, Any] = {}
+        if self.lab is not None:
+            host = self.hosts.setdefault(node_id, self.lab.host(f"b{node_id}"))
+            where = {"host": host.addr, "wrap": host.exec_prefix}
         b = BrokerProcess(
             self.root / f"broker-{node_id}",
             port=port,
+            env=self._env(node_id),
+            **where,
             args=[
                 "--node-id",
                 str(node_id),
