@@ -43,6 +43,11 @@ class KeptLease:
     def alive(self) -> bool:
         return not self.lost.is_set()
 
+    @property
+    def alive_until(self) -> float:
+        """The loop time (monotonic) before which etcd surely still has this lease; 0 once lost."""
+        return 0.0 if self.lost.is_set() else self._alive_until
+
     def _mark_lost(self, reason: str) -> None:
         if not self.lost.is_set():
             self.lost_reason = reason

@@ -77,6 +77,12 @@ class BrokerRegistry:
         """This broker, with the epoch of its current registration."""
         return self._broker
 
+    def registered_until(self) -> float:
+        """The loop time (monotonic) before which this broker's registration surely lives in etcd;
+        0 while it is not registered."""
+        lease = self._lease
+        return lease.alive_until if lease is not None and self.registered.is_set() else 0.0
+
     @property
     def lease_id(self) -> int | None:
         return self._lease.id if self._lease is not None else None
