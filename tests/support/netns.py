@@ -92,6 +92,12 @@ class NetLab:
         """Drop what `a` sends to `b`; unless `one_way`, also what `a` receives from `b`."""
         self._drop(a, b.addr, one_way)
 
+    def isolate(self, a: Host) -> None:
+        """Cut `a` from every other host (etcd, the other brokers), not from the clients."""
+        for h in self.hosts.values():
+            if h is not a:
+                self.cut(a, h)
+
     def cut_clients(self, a: Host, *, one_way: bool = False) -> None:
         """Cut `a` from the test's own clients (the root namespace)."""
         self._drop(a, self.client_addr, one_way)
