@@ -193,7 +193,7 @@ class _Read:
                 min_one=self.total == 0,
             )
             if s is not None:
-                records = s if s.size >= SENDFILE_MIN_BYTES else s.read()
+                records = s if s.size >= SENDFILE_MIN_BYTES else p.log.read_bytes(s)
                 self.total += s.size
                 self.remaining -= s.size
                 if self.committed:
