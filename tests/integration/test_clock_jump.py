@@ -14,7 +14,7 @@ from confluent_kafka import Producer
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from tests.support.checker import Workload
-from tests.support.cluster import Cluster, eventually
+from tests.support.cluster import Cluster, eventually, running
 from tests.support.diskfault import Clock
 from tests.support.raw import RawClient
 
@@ -33,11 +33,7 @@ def clocks(tmp_path: Path) -> dict[int, Clock]:
 
 @pytest.fixture
 def cluster(tmp_path: Path, clocks: dict[int, Clock]) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, extra_args=ARGS, broker_env=lambda n: clocks[n].env()).start()
-    try:
-        yield c
-    finally:
-        c.stop()
+    yield from running(Cluster(tmp_path, extra_args=ARGS, broker_env=lambda n: clocks[n].env()))
 
 
 def coordinated_by(cluster: Cluster, node: int) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.checker import Workload
-from tests.support.cluster import Cluster, eventually
+from tests.support.cluster import Cluster, eventually, running
 from tests.support.diskfault import DiskFaults
 
 from .test_cluster import create, partition_md
@@ -31,13 +31,7 @@ def disks(tmp_path: Path) -> dict[int, DiskFaults]:
 
 @pytest.fixture
 def cluster(tmp_path: Path, disks: dict[int, DiskFaults]) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, extra_args=PROBE_ARGS, broker_env=lambda n: disks[n].env()).start()
-    try:
-        yield c
-    finally:
-        for d in disks.values():
-            d.set()
-        c.stop()
+    yield from running(Cluster(tmp_path, extra_args=PROBE_ARGS, broker_env=lambda n: disks[n].env()))
 
 
 def test_disk_errors_move_leadership_and_lose_no_acknowledged_record(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -129,6 +129,15 @@ class Cluster:
             except Exception:
                 b.kill()
         self.etcd.stop()
+
+
+def running(c: Cluster) -> Iterator[Cluster]:
+    """A fixture's body: `yield from running(Cluster(...))` starts it and stops it after the test."""
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20.0, what: str = "the condition") -> Any:
