@@ -246,7 +246,12 @@ def _add_broker_flags(b: argparse.ArgumentParser) -> None:
     )
     b.add_argument("--etcd-password-file", default=None, help="file holding the etcd user's password")
     b.add_argument("--cluster-name", default="default", help="the key prefix of this cluster in etcd")
-    b.add_argument("--lease-ttl", type=int, default=6, help="seconds after which a silent broker is dead")
+    b.add_argument(
+        "--lease-ttl",
+        type=int,
+        default=2,
+        help="seconds after which a silent broker is dead (etcd's minimum: 2)",
+    )
     b.add_argument("--auto-create-topics", choices=("true", "false"), default="true")
     b.add_argument("--num-partitions", type=int, default=1)
     b.add_argument("--default-replication-factor", type=int, default=1)

@@ -18,7 +18,7 @@ from .watch import watch_prefix
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL = 6
+DEFAULT_TTL = 2  # seconds; etcd grants no less with its default 1 s election timeout
 
 
 def parse_brokers(layout: KeyLayout, kvs: Iterable[KeyValue]) -> dict[int, BrokerInfo]:
