@@ -222,7 +222,8 @@ def test_etcd_restart_under_load(cluster: Cluster) -> None:
         eventually(lambda: len(acks.ok) > 100, 30, "records acknowledged before etcd stops")
         cluster.etcd.stop()
         try:
-            # Counted while etcd is down, and only then: the data path does not need etcd.
+            # Counted while etcd is down, and only then: the data path does not need etcd (for a lease
+            # TTL: then a broker may be deposed and stops acknowledging until etcd is back).
             before = len(acks.ok)
             eventually(lambda: len(acks.ok) > before + 100, 20, "acknowledgements while etcd is down")
             assert not cluster.etcd.running

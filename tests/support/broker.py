@@ -21,9 +21,17 @@ class BrokerProcess:
         port: int | None = None,
         args: list[str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
+        host: str = "127.0.0.1",
+        wrap: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
-        """`preexec_fn` runs in the child before the broker starts (e.g. to set a resource limit)."""
+        """`preexec_fn` runs in the child before the broker starts (e.g. to set a resource limit).
+        `wrap` goes before the command (e.g. `ip netns exec <ns>`: it execs, so the pid is the
+        broker's), `env` is added to its environment (e.g. LD_PRELOAD)."""
         self.data_dir = data_dir
+        self.host = host
+        self.wrap = wrap or []
+        self.env = env
         self.preexec_fn = preexec_fn
         self.port = port or free_port()
         self.args = args or []
@@ -32,11 +40,12 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 60.0) -> BrokerProcess:  # generous: a loaded 2-core machine
         self.data_dir.mkdir(parents=True, exist_ok=True)
         cmd = [
+            *self.wrap,
             sys.executable,
             "-m",
             "brook.cli",
@@ -47,10 +56,17 @@ class BrokerProcess:
             str(self.port),
             "--data-dir",
             str(self.data_dir),
+            *(["--host", self.host] if self.host != "127.0.0.1" else []),
             *self.args,
         ]
         log = open(self.log_path, "a")  # noqa: SIM115 - handed to the child process
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, preexec_fn=self.preexec_fn)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            preexec_fn=self.preexec_fn,
+            env={**os.environ, **self.env} if self.env else None,
+        )
         deadline = time.monotonic() + timeout
         assert self.proc.stdout is not None
         os.set_blocking(self.proc.stdout.fileno(), False)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,14 +12,13 @@ from kafka.protocol.metadata import MetadataRequest
 from brook.dev.etcd import EtcdProcess
 
 from .broker import BrokerProcess
+from .netns import Host, NetLab, NsEtcd
 from .ports import free_port
 from .raw import RawClient
 
-# Short timings so failover tests take seconds: a 2 s lease (etcd's minimum with a 500 ms election
-# timeout is about 1 s) and followers out of the ISR after 2 s without catching up.
+# Short timings so failover tests take seconds: followers out of the ISR after 2 s without catching
+# up. The lease TTL is the brokers' default (2 s), so tests/integration/test_failover.py measures it.
 CLUSTER_ARGS = [
-    "--lease-ttl",
-    "2",
     "--replica-lag-time-max-ms",
     "2000",
     "--default-replication-factor",
@@ -42,14 +41,24 @@ class Cluster:
         node_args: Callable[[int], list[str]] | None = None,
         port_args: Callable[[int, int], list[str]] | None = None,
         etcd: EtcdProcess | None = None,
+        lab: NetLab | None = None,
+        broker_env: Callable[[int], dict[str, str]] | None = None,
     ) -> None:
         """`extra_args` go to every broker, `node_args(node_id)` to that one (e.g. its --rack), and
         `port_args(node_id, port)` too, given the broker's port (e.g. its --listeners). `etcd`: one
-        set up by the test (e.g. with TLS), instead of a plain one."""
+        set up by the test (e.g. with TLS), instead of a plain one. `lab`: etcd and each broker on a
+        host of its own (`hosts["etcd"]`, `hosts[node_id]`). `broker_env(node_id)`: environment
+        added to that broker's (e.g. a fault shim)."""
         self.root = root
+        self.lab = lab
+        self.hosts: dict[str | int, Host] = {}
+        if lab is not None:
+            self.hosts["etcd"] = lab.host("etcd")
+            etcd = etcd or NsEtcd(self.hosts["etcd"], root / "etcd")
         self.etcd = etcd or EtcdProcess(
             root / "etcd", unsafe_no_fsync=True, heartbeat_ms=100, election_ms=500
         )
+        self._env = broker_env or (lambda _: {})
         self.brokers: list[BrokerProcess] = []
         self._n = brokers
         self._extra = extra_args or []
@@ -76,9 +85,15 @@ class Cluster:
 
     def add_broker(self, node_id: int) -> BrokerProcess:
         port = free_port()
+        where: dict[str, Any] = {}
+        if self.lab is not None:
+            host = self.hosts.setdefault(node_id, self.lab.host(f"b{node_id}"))
+            where = {"host": host.addr, "wrap": host.exec_prefix}
         b = BrokerProcess(
             self.root / f"broker-{node_id}",
             port=port,
+            env=self._env(node_id),
+            **where,
             args=[
                 "--node-id",
                 str(node_id),
@@ -112,6 +127,15 @@ class Cluster:
             except Exception:
                 b.kill()
         self.etcd.stop()
+
+
+def running(c: Cluster) -> Iterator[Cluster]:
+    """A fixture's body: `yield from running(Cluster(...))` starts it and stops it after the test."""
+    c.start()
+    try:
+        yield c
+    finally:
+        c.stop()
 
 
 def eventually(check: Callable[[], Any], timeout: float = 20.0, what: str = "the condition") -> Any:

@@ -44,6 +44,8 @@ class Broker:
         if self.cluster is None:
             self.store = store or LocalMetadataStore(settings.data_dir, settings.cluster_id)
         self.replicas: ReplicaManager = ReplicaManager(settings, self.store)
+        if self.cluster is not None:
+            self.replicas.fence.bind(self.cluster.lead_until)  # a deposed leader stops acknowledging
         self.groups = GroupCoordinator(InternalTopic(self, OFFSETS_TOPIC), settings.groups)
         self.transactions = TransactionCoordinator(
             InternalTopic(self, TXN_STATE_TOPIC),

@@ -67,6 +67,7 @@ log = logging.getLogger(__name__)
 _ISR_CHECK_S = 0.25
 _PID_BLOCK = 1000
 _OPEN_AT_ONCE = 64  # new logs opened between two turns of the event loop
+_FENCE_MARGIN_S = 0.1  # a leader stops this long before its lease may expire: the append in hand ends
 
 
 def topic_meta(rec: TopicRecord) -> TopicMeta:
@@ -146,6 +147,14 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._pids: list[int] = []  # the rest of this broker's producer-id block
         self._stopping = False
+
+    def lead_until(self) -> float:
+        """Until when this broker may act as a leader (brook.broker.leader_fence): while its lease
+        surely lives, and only once its view has caught up with its registration: a broker back
+        from a partition still believes in the leaderships the controller moved meanwhile."""
+        if self.revision < self.registry.broker.epoch:
+            return 0.0
+        return self.registry.registered_until() - _FENCE_MARGIN_S
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:

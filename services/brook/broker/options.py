@@ -49,7 +49,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     _O("--etcd-password-file", "str", None, "file holding the etcd user's password", CLUSTER),
     _O("--cluster-name", "str", "default", "the key prefix of this cluster in etcd", CLUSTER),
-    _O("--lease-ttl", "int", 6, "seconds after which a silent broker is dead", CLUSTER, minimum=1),
+    _O(
+        "--lease-ttl",
+        "int",
+        2,
+        "seconds after which a silent broker is dead (etcd's minimum: 2)",
+        CLUSTER,
+        minimum=2,
+    ),
     _O("--rack", "str", None, "this broker's rack", CLUSTER, kafka="broker.rack"),
     _O("--rack-file", "str", None, "a file holding the rack (empty or missing: none)", CLUSTER),
     _O(

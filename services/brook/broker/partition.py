@@ -23,6 +23,7 @@ from brook.replication.epochs import LeaderEpochCache
 
 from .fetch_waiter import ChangeListener
 from .follower_progress import FetchClock, FollowerProgress
+from .leader_fence import LeaderFence
 from .producer_snapshot import decode_snapshot, encode_snapshot
 from .producer_state import CompletedTxn, ProducerStateTable
 
@@ -70,6 +71,7 @@ class Partition:
         node_id: int = 0,
         leads: bool = True,
         isr_due: set[Partition] | None = None,
+        fence: LeaderFence | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -98,6 +100,7 @@ class Partition:
         # The led partitions whose ISR the ISR loop must look at (shared by the broker's partitions): this
         # one adds itself when its followers' state may call for a change; see isr_settled.
         self._isr_due: set[Partition] = set() if isr_due is None else isr_due
+        self._fence = fence or LeaderFence()  # shared by the broker's partitions
         self._acks: dict[asyncio.Future[None], int] = {}  # acks=all waiters -> the offset each needs
         self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
 
@@ -109,6 +112,11 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.role.leader == self.node_id
+
+    @property
+    def leads_now(self) -> bool:
+        """Leader, and not fenced: may append and acknowledge as the leader (brook.broker.leader_fence)."""
+        return self.is_leader and self._fence.holds()
 
     @property
     def isr(self) -> list[int]:
@@ -361,7 +369,7 @@ class Partition:
         """As the leader, write a transaction's COMMIT/ABORT marker; its offset. An older epoch than the
         producer's is fenced (a stale coordinator's or producer's), and so is an older coordinator epoch
         than the producer's last marker had (a deposed coordinator's)."""
-        if not self.is_leader:
+        if not self.leads_now:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.node_id} does not lead {self.topic}-{self.index}",
@@ -383,7 +391,7 @@ class Partition:
     def append(self, records: memoryview, acks: int = 1, *, in_place: bool = False) -> ProduceOutcome:
         """Append a Produce request's records as the leader, deduplicating idempotent retries.
         `in_place`: `records` is the caller's own buffer, rewritten (offsets, epoch) instead of copied."""
-        if not self.is_leader:
+        if not self.leads_now:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.node_id} does not lead {self.topic}-{self.index}",
@@ -455,7 +463,7 @@ class Partition:
     def delete_records(self, offset: int) -> int:
         """As the leader, make the log start at `offset` (-1: the high watermark); returns that offset.
         The followers follow on their next fetches (see low_watermark)."""
-        if not self.is_leader:
+        if not self.leads_now:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.node_id} does not lead {self.topic}-{self.index}",
@@ -565,7 +573,7 @@ class Partition:
     def committed(self, last_offset: int, leader_epoch: int) -> bool:
         """acks=all without waiting: True when `last_offset` is committed already (a leader without
         followers commits on append), False when the caller must wait_committed. Raises as it does."""
-        if not self.is_leader or self.role.leader_epoch != leader_epoch:
+        if not self.leads_now or self.role.leader_epoch != leader_epoch:
             raise KafkaError(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 f"broker {self.node_id} no longer leads {self.topic}-{self.index} in epoch {leader_epoch}",
@@ -584,6 +592,9 @@ class Partition:
             )
 
     def _release_acks(self) -> None:
+        if not self._fence.holds():
+            self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # deposed, maybe: acknowledge nothing
+            return
         hw = self.high_watermark
         for fut, offset in list(self._acks.items()):
             if offset < hw and not fut.done():

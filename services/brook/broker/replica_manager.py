@@ -21,6 +21,7 @@ from brook.log import LogDirHealth, PartitionLog
 from brook.log.checkpoint import fsync_dir
 from brook.protocol.errors import ErrorCode, KafkaError
 
+from .leader_fence import LeaderFence
 from .partition import Partition
 from .settings import BrokerSettings
 from .topics import MetadataStore, TopicMeta, new_topic_id, topic_name_error
@@ -44,6 +45,7 @@ class ReplicaManager:
         # Led partitions the ISR loop must look at (see Partition.isr_settled), and a count of changes to
         # the set of topics and partitions hosted here (fetch sessions walk all theirs again after one).
         self.isr_due: set[Partition] = set()
+        self.fence = LeaderFence()  # bound to the etcd lease in a cluster (ClusterNode)
         self.generation = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -210,7 +212,7 @@ class ReplicaManager:
             plog = self._open_log(meta.name, i, config, sync)
             if plog is None:
                 continue  # opened by reopen_logs once the log directory takes writes again
-            p = Partition(meta.name, i, plog, self.settings.node_id, local is None, self.isr_due)
+            p = Partition(meta.name, i, plog, self.settings.node_id, local is None, self.isr_due, self.fence)
             self._partitions[(meta.name, i)] = p
             opened.append(p)
         for topic, i in [k for k in self._partitions if k[0] == meta.name and k[1] not in wanted]:
@@ -396,7 +398,9 @@ class ReplicaManager:
                     config = self.topic_config(meta)
                     for i in range(meta.partitions) if local is None else sorted(local):
                         plog = PartitionLog.open(self._partition_dir(name, i), config, health=self.log_dir)
-                        p = Partition(name, i, plog, self.settings.node_id, local is None, self.isr_due)
+                        p = Partition(
+                            name, i, plog, self.settings.node_id, local is None, self.isr_due, self.fence
+                        )
                         fresh[(name, i)] = p
         except BaseException as e:
             for p in fresh.values():

@@ -50,7 +50,7 @@ class BrokerSettings:
     etcd_endpoints: list[str] = field(default_factory=list)
     etcd_auth: EtcdAuth = field(default_factory=EtcdAuth)  # TLS and user/password towards etcd
     cluster_name: str = "default"
-    lease_ttl_s: int = 6  # a broker is declared dead this long after its last lease refresh
+    lease_ttl_s: int = 2  # a broker is declared dead this long after its last lease refresh
     replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
     replication_throttled_rate: int = 0  # leader.replication.throttled.rate, bytes/s; 0: unlimited
     controlled_shutdown_timeout_s: float = 15.0

@@ -46,8 +46,9 @@ def as_uuid(raw: bytes) -> uuid.UUID:
 
 
 def check_leader(p: Partition, current_leader_epoch: int = -1) -> None:
-    """Requests for a partition's data go to its leader, in the epoch the client believes in."""
-    if not p.is_leader:
+    """Requests for a partition's data go to its leader, in the epoch the client believes in. A leader
+    fenced by its lease answers as no leader: deposed, maybe, its log may lack what the new one took."""
+    if not p.leads_now:
         raise KafkaError(
             ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {p.node_id} does not lead {p.topic}-{p.index}"
         )

@@ -49,7 +49,7 @@ SENDFILE_MIN_BYTES = 64 * 1024
 
 def _check_replica(p: Partition, current_leader_epoch: int) -> None:
     """A consumer may read from any replica of the partition, in the current leader epoch."""
-    if not p.is_leader and p.node_id not in p.role.replicas:
+    if (not p.is_leader and p.node_id not in p.role.replicas) or (p.is_leader and not p.leads_now):
         raise KafkaError(
             ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {p.node_id} is no replica of {p.topic}-{p.index}"
         )
@@ -193,7 +193,7 @@ class _Read:
                 min_one=self.total == 0,
             )
             if s is not None:
-                records = s if s.size >= SENDFILE_MIN_BYTES else s.read()
+                records = s if s.size >= SENDFILE_MIN_BYTES else p.log.read_bytes(s)
                 self.total += s.size
                 self.remaining -= s.size
                 if self.committed:

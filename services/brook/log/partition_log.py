@@ -263,6 +263,12 @@ class PartitionLog:
         with self._health.guard("read of", self._name):
             return self._read(offset, max_bytes, max_offset, min_one)
 
+    def read_bytes(self, chunk: FileSlice) -> bytes:
+        """A slice's bytes (pread) under the directory's guard: a failed read takes it offline (Kafka's
+        KafkaStorageException on read) instead of failing the request and its connection."""
+        with self._health.guard("read of", self._name):
+            return chunk.read()
+
     def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> FileSlice | None:
         if offset < self._log_start_offset or offset > self.log_end_offset:
             raise KafkaError(

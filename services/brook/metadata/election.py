@@ -25,7 +25,7 @@ from .watch import PrefixWatch, watch_key
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL = 6
+DEFAULT_TTL = 2  # seconds; etcd grants no less with its default 1 s election timeout
 Callback = Callable[[ControllerInfo], Awaitable[None] | None]
 
 

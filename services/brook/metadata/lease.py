@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 
 
 class KeptLease:
-    """An etcd lease refreshed every TTL/3 until `stop_keepalive()` or `revoke()`.
+    """An etcd lease refreshed every TTL/4 until `stop_keepalive()` or `revoke()`.
 
     `lost` is set as soon as the lease must be assumed gone: etcd answered that it no longer has it,
     or no refresh succeeded before the TTL ran out counted from the last successful refresh's
@@ -43,6 +43,11 @@ class KeptLease:
     def alive(self) -> bool:
         return not self.lost.is_set()
 
+    @property
+    def alive_until(self) -> float:
+        """The loop time (monotonic) before which etcd surely still has this lease; 0 once lost."""
+        return 0.0 if self.lost.is_set() else self._alive_until
+
     def _mark_lost(self, reason: str) -> None:
         if not self.lost.is_set():
             self.lost_reason = reason
@@ -51,7 +56,8 @@ class KeptLease:
 
     async def _keepalive(self) -> None:
         loop = asyncio.get_running_loop()
-        interval = max(self.ttl / 3, 0.1)
+        # Every TTL/4: a broker paused for up to half the TTL (a 1 s SIGSTOP at 2 s) keeps its lease.
+        interval = max(self.ttl / 4, 0.1)
         retry = min(interval / 3, 0.25)
         pause = interval
         while True:

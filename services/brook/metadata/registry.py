@@ -18,7 +18,7 @@ from .watch import watch_prefix
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL = 6
+DEFAULT_TTL = 2  # seconds; etcd grants no less with its default 1 s election timeout
 
 
 def parse_brokers(layout: KeyLayout, kvs: Iterable[KeyValue]) -> dict[int, BrokerInfo]:
@@ -76,6 +76,12 @@ class BrokerRegistry:
     def broker(self) -> BrokerInfo:
         """This broker, with the epoch of its current registration."""
         return self._broker
+
+    def registered_until(self) -> float:
+        """The loop time (monotonic) before which this broker's registration surely lives in etcd;
+        0 while it is not registered."""
+        lease = self._lease
+        return lease.alive_until if lease is not None and self.registered.is_set() else 0.0
 
     @property
     def lease_id(self) -> int | None:

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -92,6 +92,9 @@ class TransactionCoordinator:
         self.settings = settings
         self._clock = clock
         self._txns: dict[str, TxnMetadata] = {}
+        # Transactions begun here: their start_ms and the monotonic time then. They time out by the
+        # monotonic clock, so a wall-clock jump aborts none; ones loaded from the log go by start_ms.
+        self._began: dict[str, tuple[int, float]] = {}
         self._loaded: dict[int, int] = {}  # partition -> coordinator epoch (its leader epoch at load)
         self._tasks: list[asyncio.Task[None]] = []
         self._completing: dict[str, asyncio.Task[None]] = {}
@@ -160,6 +163,7 @@ class TransactionCoordinator:
         self._loaded.pop(partition, None)
         for tid in [t for t in self._txns if self.partition_for(t) == partition]:
             del self._txns[tid]
+            self._began.pop(tid, None)
             task = self._completing.pop(tid, None)
             if task is not None:
                 task.cancel()
@@ -248,6 +252,8 @@ class TransactionCoordinator:
         new = sm.add_partitions(meta, set(partitions), self.now_ms())
         if new is not None:
             await self._write(meta, new)
+            if self._began.get(transactional_id, (None,))[0] != new.start_ms:
+                self._began[transactional_id] = (new.start_ms, time.monotonic())
 
     # -- EndTxn --------------------------------------------------------------------------------------
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
@@ -320,7 +326,7 @@ class TransactionCoordinator:
         now = self.now_ms()
         n = 0
         for meta in list(self._txns.values()):
-            if sm.expired(meta, now) and self.partition_for(meta.transactional_id) in self._loaded:
+            if self._expired(meta, now) and self.partition_for(meta.transactional_id) in self._loaded:
                 log.info(
                     "aborting transaction %s: open longer than %d ms", meta.transactional_id, meta.timeout_ms
                 )
@@ -330,6 +336,13 @@ class TransactionCoordinator:
                 except KafkaError as e:
                     log.warning("could not abort expired transaction %s: %s", meta.transactional_id, e)
         return n
+
+    def _expired(self, meta: TxnMetadata, now_ms: int) -> bool:
+        began = self._began.get(meta.transactional_id)
+        if began is None or began[0] != meta.start_ms:
+            return sm.expired(meta, now_ms)
+        elapsed_ms = (time.monotonic() - began[1]) * 1000
+        return sm.expired(replace(meta, start_ms=0), int(elapsed_ms))
 
     @staticmethod
     async def _every(interval_ms: int, job: Callable[[], Awaitable[int]], what: str) -> None:
@@ -374,6 +387,7 @@ class TransactionCoordinator:
             meta.pending = False
         if self._txns.get(tid) is meta:
             del self._txns[tid]
+            self._began.pop(tid, None)
 
     # -- introspection -------------------------------------------------------------------------------
     def describe(self, transactional_id: str) -> TxnMetadata:
