@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 
 import pytest
 
 from brook.dev.etcd import EtcdProcess
-from brook.metadata import ControllerElection, ControllerInfo, EtcdClient, KeyLayout
+from brook.metadata import ControllerElection, ControllerInfo, EtcdClient, FencedError, KeyLayout
 from tests.support.etcd import cluster_name, etcd_process, eventually, run
 
 # Leases long enough that a loaded machine does not miss a keep-alive; waits are on conditions with
@@ -129,3 +130,36 @@ def test_callbacks_and_resignation_when_lease_is_revoked_behind_its_back(etcd: E
             assert await client.get(layout.controller) is None
 
     run(scenario(), timeout=90)
+
+
+def test_a_term_fenced_as_it_begins_is_a_warning_and_the_next_election_follows(
+    etcd: EtcdProcess, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The elected callback's first controller write can be fenced (the lease expired meanwhile: a
+    starved event loop, etcd away). That is a lost term, not a bug: one warning, no traceback, and the
+    election goes on (here the key is deleted, as an expiry deletes it, and the contender wins again)."""
+
+    async def scenario() -> None:
+        layout = KeyLayout(cluster_name())
+        client = EtcdClient(etcd.endpoint)
+        terms: list[int] = []
+
+        async def elected(info: ControllerInfo) -> None:
+            terms.append(info.epoch)
+            if len(terms) == 1:
+                await client.delete(layout.controller)  # as the lease's expiry would
+                raise FencedError(info.epoch, info.epoch, None)
+
+        election = ControllerElection(client, layout, 1, ttl=TTL, on_elected=elected)
+        await election.start()
+        try:
+            await eventually(lambda: len(terms) >= 2 and election.is_controller, DEADLINE)
+        finally:
+            await election.stop()
+            await client.close()
+
+    with caplog.at_level(logging.WARNING, logger="brook.metadata.election"):
+        run(scenario(), timeout=60)
+    fenced = [r for r in caplog.records if "ended as it began" in r.getMessage()]
+    assert len(fenced) == 1 and fenced[0].levelno == logging.WARNING and fenced[0].exc_info is None
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
