@@ -3,8 +3,7 @@
 Start-up leaves ~80,000 objects that live as long as the process (modules, classes, functions,
 protocol tables). CPython's automatic full collection visits every one of them: at 20 MB/s into 100
 partitions one ran every ~9 s on each broker and held its event loop 40-90 ms, a stall that every
-acks=all produce in flight waits out (docs/benchmarks.md, "2026-11-26 (later): garbage-collection
-pauses").
+acks=all produce in flight waits out (docs/benchmarks.md, the OMB section's "Garbage collection").
 
 After start-up those objects are frozen out of the collector's reach (`gc.freeze`), so the automatic
 passes visit only what the broker made since (1-4 ms). When that set grows large (topics created
