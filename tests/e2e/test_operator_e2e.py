@@ -75,9 +75,6 @@ def test_network_rewrites_give_each_pod_its_own_ports() -> None:
     # a pod's DNS name alone, and a Service's name (its proxy keeps the Service port)
     assert rewrite_network("demo-broker-0.demo-brokers.ns.svc", "ns", "x", {}, ports) == "127.0.0.1"
     assert rewrite_network("demo-bootstrap.ns.svc:9092", "ns", "x", {}, ports) == "127.0.0.1:9092"
-    # in a Java properties file (Spark's spark.properties) the colon is escaped
-    escaped = rewrite_network("b=demo-etcd-1.demo-etcd.ns.svc\\:2380", "ns", "x", {}, ports)
-    assert escaped == f"b=127.0.0.1\\:{peer1}"
     # the same pod and port always get the same host port (a restarted pod keeps its address)
     assert ports.pod_port("ns", "demo-etcd-1", 2380) == peer1
 

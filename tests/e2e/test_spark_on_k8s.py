@@ -158,7 +158,7 @@ class PodLog:
 
 def pod_logs(workdir: Path, pod: str) -> str:
     logs = sorted((workdir / "runner" / "pods" / NS).glob(f"{pod}-*/logs/*.log"))
-    return "\n".join(f"--- {p.name}:\n{tail(p, 60)}" for p in logs) or f"(no logs of {pod})"
+    return "\n".join(f"--- {pod}: {p.name}\n{tail(p, 60)}" for p in logs) or f"(no logs of {pod})"
 
 
 def test_spark_submit_cluster_mode_runs_the_job_on_driver_and_executor_pods(setup: Setup) -> None:
@@ -199,9 +199,14 @@ def test_spark_submit_cluster_mode_runs_the_job_on_driver_and_executor_pods(setu
     ]
     started = time.monotonic()
     with PodLog(kube) as pods:
-        r = subprocess.run(
-            argv, env=env, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT, cwd=setup.workdir
-        )
+        try:
+            r = subprocess.run(
+                argv, env=env, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT, cwd=setup.workdir
+            )
+        except subprocess.TimeoutExpired:
+            state = kube.kubectl("get", "pods", "-n", NS, "-o", "wide", check=False).stdout
+            logs = "".join(f"\n{pod_logs(setup.workdir, name)}" for name in pods.seen)
+            pytest.fail(f"spark-submit did not finish in {SUBMIT_TIMEOUT}s; the pods:\n{state}{logs}")
     took = time.monotonic() - started
     drivers, executors = pods.role("driver"), pods.role("executor")
     # spark-submit's own lines (no stack frames): where a refusal by the API server shows.

@@ -35,7 +35,7 @@ import aiohttp
 
 from . import probes, volumes
 from .api import Api, ApiError
-from .podspec import POD_IP, Image, Launch, LaunchError, build_launch, rewrite_network
+from .podspec import POD_IP, Image, Launch, LaunchError, build_launch
 from .ports import PortAllocator
 
 log = logging.getLogger("podrunner.kubelet")
@@ -435,10 +435,7 @@ class PodWorker:
     async def _write_config_volumes(
         self, config_maps: Mapping[str, JSON], secrets: Mapping[str, JSON]
     ) -> list[str]:
-        def rewrite(text: str) -> str:
-            return rewrite_network(text, self.namespace, self.name, {}, self.host.ports)
-
-        return volumes.write_config_files(self.pod, self.mount_dirs, config_maps, secrets, rewrite)
+        return volumes.write_config_files(self.pod, self.mount_dirs, config_maps, secrets)
 
     async def launch(self, container: JSON) -> Launch:
         config_maps = {

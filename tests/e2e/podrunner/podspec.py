@@ -205,9 +205,8 @@ def container_env(
 
 _LOCAL_HOSTPORT = re.compile(r"(?<![\w.-])(0\.0\.0\.0|127\.0\.0\.1|localhost|\[::\]):(\d{1,5})(?!\d)")
 # <label>(.<label>)* .svc [.cluster.local] [:port]
-# (a Java properties file, e.g. Spark's spark.properties, escapes the colon: `\:`)
 _SVC_NAME = re.compile(
-    r"(?<![\w.-])((?:[a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+)svc(?:\.cluster\.local)?\.?(?:(\\?):(\d{1,5}))?(?![\w-])"
+    r"(?<![\w.-])((?:[a-z0-9]([-a-z0-9]*[a-z0-9])?\.)+)svc(?:\.cluster\.local)?\.?(?::(\d{1,5}))?(?![\w-])"
 )
 
 
@@ -218,10 +217,10 @@ def rewrite_network(
 
     def svc(m: re.Match[str]) -> str:
         labels = m[1].rstrip(".").split(".")
-        colon, port = f"{m[3] or ''}:", m[4]
+        port = m[3]
         if len(labels) == 3 and port is not None:  # <pod>.<headless service>.<namespace>
-            return f"{POD_IP}{colon}{addresses.pod_port(labels[2], labels[0], int(port))}"
-        return POD_IP if port is None else f"{POD_IP}{colon}{port}"
+            return f"{POD_IP}:{addresses.pod_port(labels[2], labels[0], int(port))}"
+        return POD_IP if port is None else f"{POD_IP}:{port}"
 
     def local(m: re.Match[str]) -> str:
         port = int(m[2])

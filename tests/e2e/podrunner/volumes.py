@@ -5,17 +5,14 @@
   instance; downwardAPI files and the projected service-account token written at once.
 - `write_config_files`: the files of configMap and secret volumes (plain or projected), written
   atomically and only when changed, so a process reloading them never reads half a file; a missing
-  object holds the containers back, as a kubelet does. Cluster DNS names in ConfigMap files are
-  rewritten as in a container's env and args (`rewrite`): a program that
-  reads its addresses from a mounted file (Spark's spark.properties names the driver's Service as
-  `spark.driver.host`) reaches 127.0.0.1 too. Secrets are written as they are.
+  object holds the containers back, as a kubelet does.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +77,6 @@ def write_config_files(
     dirs: Mapping[str, Path],
     config_maps: Mapping[str, JSON],
     secrets: Mapping[str, JSON],
-    rewrite: Callable[[str], str],
 ) -> list[str]:
     """The configMap and secret files of `pod`'s volumes, from the objects as they are now; answers
     the missing objects a volume needs (not `optional`): a kubelet keeps such a pod's containers in
@@ -109,8 +105,6 @@ def write_config_files(
             data = {str(k): str(v) for k, v in (obj.get("data") or {}).items()}
             if kind == "secret":
                 data = {k: base64.b64decode(v).decode() for k, v in data.items()}
-            else:
-                data = {k: rewrite(v) for k, v in data.items()}
             items = ref.get("items") or [{"key": k, "path": k} for k in data]
             for item in items:
                 if str(item["key"]) in data:
