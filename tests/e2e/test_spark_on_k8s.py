@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from brook.dev.supervisor import die_with_parent
 from tests.e2e.controlplane import Kube
 from tests.e2e.operator_harness import start_runner, tail
 from tests.e2e.podrunner import RunnerThread
@@ -201,7 +202,13 @@ def test_spark_submit_cluster_mode_runs_the_job_on_driver_and_executor_pods(setu
     with PodLog(kube) as pods:
         try:
             r = subprocess.run(
-                argv, env=env, capture_output=True, text=True, timeout=SUBMIT_TIMEOUT, cwd=setup.workdir
+                argv,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=SUBMIT_TIMEOUT,
+                cwd=setup.workdir,
+                preexec_fn=die_with_parent,  # no spark-submit outlives a killed test run
             )
         except subprocess.TimeoutExpired:
             state = kube.kubectl("get", "pods", "-n", NS, "-o", "wide", check=False).stdout
