@@ -5,7 +5,8 @@
 #   spark-on-k8s/submit.sh streaming|report [extra spark-submit args...]
 #
 # Environment: K8S_API (default: the current kubectl context's server), NAMESPACE (spark), IMAGE
-# (brook-spark:4.3.0), BROOK_BOOTSTRAP (brook:9092), EXECUTORS (2), DRY_RUN=1 prints the command.
+# (brook-spark:4.3.0), BROOK_BOOTSTRAP (brook:9092), EXECUTORS (2), TRIGGER (streaming: the job's
+# --trigger, e.g. available-now to read what is there and stop), DRY_RUN=1 prints the command.
 set -euo pipefail
 
 job=${1:?usage: submit.sh streaming|report [spark-submit args...]}
@@ -24,6 +25,7 @@ case "$job" in
     name=page-view-counts
     app=local:///opt/brook/spark-on-k8s/jobs/page_view_counts.py
     app_args=(--bootstrap "$BROOK_BOOTSTRAP" --checkpoint /checkpoints/page-view-counts)
+    if [ -n "${TRIGGER:-}" ]; then app_args+=(--trigger "$TRIGGER"); fi
     ;;
   report)
     name=page-view-report

@@ -1,9 +1,11 @@
 """Helpers for the Spark tests: a SparkSession, topics, producing, consuming everything, Spark jobs run
-as subprocesses (so a test can SIGKILL them)."""
+as subprocesses (so a test can SIGKILL them), spark-on-k8s/'s jobs and their output."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
+import json
 import os
 import shutil
 import signal
@@ -11,7 +13,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -61,8 +65,9 @@ def create_topic(
     bootstrap: str, name: str, partitions: int = 3, config: dict[str, str] | None = None
 ) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    fut = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1,
-                                        config=config or {})])
+    fut = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config or {})]
+    )
     fut[name].result(15)
     deadline = time.monotonic() + 15
     while True:
@@ -81,8 +86,14 @@ def produce(
     timestamp_ms: int | None = None,
 ) -> int:
     """records: (key, value, headers, partition). Returns how many were acknowledged."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True,
-                  "partitioner": "murmur2_random"})
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "enable.idempotence": True,
+            "partitioner": "murmur2_random",
+        }
+    )
     errors: list[str] = []
     n = 0
 
@@ -114,8 +125,14 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 30) -> list[Record]
     """Every record of the topic, from offset 0 to the end offsets as of now."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     parts = sorted(admin.list_topics(topic, timeout=10).topics[topic].partitions)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "tests-spark-reader",
-                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "tests-spark-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     out: list[Record] = []
     try:
         ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts}
@@ -147,12 +164,22 @@ class SparkJob:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> SparkJob:
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
-                   PYTHONPATH=str(ROOT))
+        env = dict(
+            os.environ,
+            PYSPARK_PYTHON=sys.executable,
+            PYSPARK_DRIVER_PYTHON=sys.executable,
+            PYTHONPATH=str(ROOT),
+        )
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         # A session of its own: SIGKILL of the group takes the JVM and its Python workers down together.
-        self.proc = subprocess.Popen([sys.executable, str(JOB), *self.args], stdout=log, stderr=log,
-                                     env=env, cwd=str(ROOT), start_new_session=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(JOB), *self.args],
+            stdout=log,
+            stderr=log,
+            env=env,
+            cwd=str(ROOT),
+            start_new_session=True,
+        )
         return self
 
     def wait(self, timeout: float) -> int:
@@ -221,3 +248,27 @@ def batch_ids(checkpoint: Path, kind: str) -> list[int]:
     if not d.is_dir():
         return []
     return sorted(int(f.name) for f in d.iterdir() if f.name.isdigit())
+
+
+def load_job(name: str) -> ModuleType:
+    """A script of spark-on-k8s/jobs/ as a module (its functions without spark-submit)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "spark-on-k8s" / "jobs" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def latest_counts(bootstrap: str, topic: str = "page-view-counts") -> dict[tuple[str, int], int]:
+    """What a compacted page-view-counts topic keeps: the newest count per (page, window start ms)."""
+    newest: dict[bytes, tuple[int, int, bytes]] = {}
+    for p, o, k, v, _ in consume_all(bootstrap, topic):
+        assert k is not None and v is not None
+        if k not in newest or (p, o) > newest[k][:2]:
+            newest[k] = (p, o, v)
+    out: dict[tuple[str, int], int] = {}
+    for _, _, v in newest.values():
+        d = json.loads(v)
+        start = datetime.strptime(d["window_start"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        out[(d["page"], int(start.timestamp() * 1000))] = d["count"]
+    return out

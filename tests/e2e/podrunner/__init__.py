@@ -5,6 +5,7 @@ plane (tests/e2e/controlplane) for one host, where every pod is a set of local p
 from .kubelet import PORT_ANNOTATION, Event
 from .ports import PortAllocator
 from .runner import (
+    Image,
     PodRunner,
     Process,
     RunnerConfig,
@@ -16,6 +17,7 @@ from .runner import (
 __all__ = [
     "PORT_ANNOTATION",
     "Event",
+    "Image",
     "PodRunner",
     "PortAllocator",
     "Process",

