@@ -31,6 +31,7 @@ import json
 import os
 import random
 import signal
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -189,8 +190,10 @@ def soak(root: Path, faults: int, seed: int, kinds: tuple[str, ...] = Soak.KINDS
     try:
         work = s.start()
         try:
-            for _ in range(faults):
+            for i in range(faults):
                 s.inject(work, rng.choice(kinds))
+                if (i + 1) % 50 == 0:
+                    print(f"soak: {i + 1} faults, {len(work.acked)} acked", file=sys.stderr, flush=True)
         finally:
             s.lab.heal()
             work.stop(drain=60)
@@ -210,6 +213,11 @@ def soak(root: Path, faults: int, seed: int, kinds: tuple[str, ...] = Soak.KINDS
     }
 
 
+def _plain(o: object) -> object:
+    """Records (bytes) as text in the report."""
+    return o.decode(errors="replace") if isinstance(o, bytes) else repr(o)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--faults", type=int, default=1000)
@@ -222,7 +230,7 @@ def main() -> None:
         ap.error(f"unknown fault kinds: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory(prefix="brook-soak-") as root:
         report = soak(Path(root), a.faults, a.seed, kinds)
-    print(json.dumps({"seed": a.seed, **report}, indent=1))
+    print(json.dumps({"seed": a.seed, **report}, indent=1, default=_plain))
     raise SystemExit(0 if report["ok"] else 1)
 
 
