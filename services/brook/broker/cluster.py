@@ -51,6 +51,7 @@ from brook.metadata import (
     assign_replicas,
 )
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.tasks import cancel_and_wait
 
 from .cluster_metadata import BrokerHost
 from .controller import Controller
@@ -163,11 +164,7 @@ class ClusterNode:
                         await self._changed.wait()
         if self._controller is not None:
             await self._controller.stop()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(*self._tasks)
         for f in self._fetchers.values():
             await f.stop()
         self._fetchers.clear()

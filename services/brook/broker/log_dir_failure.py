@@ -26,13 +26,13 @@ brook.log.dir_health) takes all of its partitions:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Protocol
 
 from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.log import LogDirHealth
 from brook.metadata import EtcdUnavailableError, MetadataError
+from brook.tasks import cancel_and_wait
 from brook.transactions import TXN_STATE_TOPIC
 
 from .cluster_metadata import ClusterMetadata
@@ -80,10 +80,7 @@ class LogDirFailureHandler:
     async def stop(self) -> None:
         self._started = False
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def _failed(self, health: LogDirHealth) -> None:
         if self._started:

@@ -8,7 +8,6 @@ while it is offline, every request for a partition hosted here is answered KAFKA
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 import time
@@ -20,6 +19,7 @@ from brook.config import TopicConfig, validate_topic_config
 from brook.log import LogDirHealth, PartitionLog
 from brook.log.checkpoint import fsync_dir
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.tasks import cancel_and_wait
 
 from .leader_fence import LeaderFence
 from .partition import Partition
@@ -66,11 +66,7 @@ class ReplicaManager:
             self._tasks.append(asyncio.create_task(self._every(interval_ms, fn)))
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         for p in self._partitions.values():
             p.wake_fetchers()
