@@ -1,7 +1,7 @@
 """The broker node: settings, metadata, hosted partitions, groups, and their start/stop lifecycle.
 
-Admin operations (topics, configs, producer ids) go to the node's single-node metadata store or, in a
-cluster, to etcd through `ClusterNode`; handlers see one async surface either way.
+Metadata (topics, partition states, configs, credentials, ACLs, producer ids) is `metadata`, the seam
+of cluster_metadata.py, chosen here once: SingleNodeMetadata (meta.json) or ClusterNode (etcd).
 """
 
 from __future__ import annotations
@@ -23,13 +23,15 @@ from brook.security.quotas import ClientQuotas
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
 from .cluster import ClusterNode
+from .cluster_metadata import ClusterMetadata
 from .fetch_sessions import FetchSessionCache
 from .internal_topics import InternalTopic
 from .log_dir_failure import LogDirFailureHandler
-from .partition_budget import check_budget, partition_budget
+from .partition_budget import partition_budget
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
-from .topics import LocalMetadataStore, MetadataStore, TopicMeta, assignment_error
+from .single_node import SingleNodeMetadata
+from .topics import MetadataStore, TopicMeta, assignment_error
 from .txn_markers import TxnMarkerWriter
 
 
@@ -39,13 +41,10 @@ class Broker:
         self.metrics = BrokerMetrics()
         # Raised here already (the listener does it too) so the budget reflects the limit in force.
         self.partition_budget = partition_budget(settings.max_broker_partitions, raise_open_file_limit())
-        self.cluster = ClusterNode(self) if settings.etcd_endpoints else None
-        self.store: MetadataStore | None = None
-        if self.cluster is None:
-            self.store = store or LocalMetadataStore(settings.data_dir, settings.cluster_id)
-        self.replicas: ReplicaManager = ReplicaManager(settings, self.store)
-        if self.cluster is not None:
-            self.replicas.fence.bind(self.cluster.lead_until)  # a deposed leader stops acknowledging
+        self.replicas: ReplicaManager = ReplicaManager(settings)
+        self.metadata: ClusterMetadata = (
+            ClusterNode(self) if settings.etcd_endpoints else SingleNodeMetadata(self, store)
+        )
         self.groups = GroupCoordinator(InternalTopic(self, OFFSETS_TOPIC), settings.groups)
         self.transactions = TransactionCoordinator(
             InternalTopic(self, TXN_STATE_TOPIC),
@@ -68,25 +67,16 @@ class Broker:
 
     @property
     def cluster_id(self) -> str:
-        if self.cluster is not None:
-            return self.cluster.cluster_id
-        assert self.store is not None
-        return self.store.cluster_id()
+        return self.metadata.cluster_id
 
     @property
     def controller_id(self) -> int:
-        return self.cluster.controller_id if self.cluster is not None else self.settings.node_id
+        return self.metadata.controller_id
 
     def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         """(node id, host, port, rack) of every live broker, as advertised on `listener` (clients are
         answered with the addresses of the listener they came in on); None: the inter-broker one."""
-        if self.cluster is not None:
-            return self.cluster.brokers(listener)
-        host, port = self.settings.advertised
-        for li in self.settings.effective_listeners():
-            if li.name == listener:
-                host, port = li.advertised_host, li.advertised_port
-        return [(self.settings.node_id, host, port, self.settings.rack)]
+        return self.metadata.brokers(listener)
 
     def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None:
         for n, host, port, _ in self.brokers(listener):
@@ -96,18 +86,7 @@ class Broker:
 
     def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
         """(leader, leader epoch, replicas, ISR) of a partition as clients should see it."""
-        if self.cluster is not None:
-            return self.cluster.partition_state(topic, index)
-        p = self.replicas.local_partition(topic, index)
-        if p is None:
-            if not self.replicas.hosts(topic, index):
-                self.replicas.partition(topic, index)  # raises the right error
-            # Not opened: its log directory is offline. This node still leads it (and says
-            # KAFKA_STORAGE_ERROR to its requests, which is clearer to clients than no leader).
-            node = self.settings.node_id
-            return node, -1, [node], [node]
-        role = p.role
-        return role.leader, role.leader_epoch, list(role.replicas), list(role.isr)
+        return self.metadata.partition_state(topic, index)
 
     def leader_epoch(self, topic: str, index: int) -> int:
         return self.partition_state(topic, index)[1]
@@ -126,24 +105,12 @@ class Broker:
         if assignment is not None:
             self._check_assignment(assignment)
             partitions, replication_factor = len(assignment), len(assignment[0])
-        if self.cluster is not None:
-            return await self.cluster.create_topic(
-                name, partitions, replication_factor, configs or {}, validate_only, assignment
-            )
-        n, rf = self.replicas.validate_new_topic(name, partitions, replication_factor, configs or {})
-        self._check_local_budget(name, n)
-        if validate_only:
-            return TopicMeta(
-                name, bytes(16), n, rf, {k: v for k, v in (configs or {}).items() if v is not None}
-            )
-        return self.replicas.create_topic(name, partitions, replication_factor, configs)
+        return await self.metadata.create_topic(
+            name, partitions, replication_factor, configs or {}, validate_only, assignment
+        )
 
     async def delete_topic(self, name: str) -> TopicMeta:
-        meta = (
-            await self.cluster.delete_topic(name)
-            if self.cluster is not None
-            else self.replicas.delete_topic(name)
-        )
+        meta = await self.metadata.delete_topic(name)
         self.metrics.forget_topic(name)
         return meta
 
@@ -159,18 +126,7 @@ class Broker:
                     f"{count - meta.partitions} partitions are added but {len(assignment)} assignments given",
                 )
             self._check_assignment(assignment, meta.replication_factor)
-        if self.cluster is not None:
-            await self.cluster.add_partitions(name, count, validate_only, assignment)
-        else:
-            meta = self.replicas.check_new_partition_count(name, count)
-            self._check_local_budget(name, count - meta.partitions)
-            self.replicas.add_partitions(name, count, validate_only)
-
-    def _check_local_budget(self, topic: str, adding: int) -> None:
-        """A single node hosts every partition: the same limit as a cluster's brokers."""
-        hosted = sum(meta.partitions for meta in self.replicas.topics().values())
-        node = self.settings.node_id
-        check_budget(topic, {node: hosted}, [[node]] * adding, {node: self.partition_budget})
+        await self.metadata.add_partitions(name, count, validate_only, assignment)
 
     def _check_assignment(self, assignment: list[list[int]], replication_factor: int = -1) -> None:
         live = {n for n, *_ in self.brokers()}
@@ -178,27 +134,15 @@ class Broker:
             raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, err or "the manual assignment is empty")
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        if self.cluster is not None:
-            await self.cluster.set_topic_configs(name, configs)
-        else:
-            self.replicas.set_topic_configs(name, configs)
+        await self.metadata.set_topic_configs(name, configs)
 
     def entity_configs(self, kind: str, name: str) -> dict[str, str]:
         """The dynamic configs of a broker (name: its id, "" for the cluster-wide ones) or a group."""
-        if self.cluster is not None:
-            return dict(self.cluster.entity_configs.get((kind, name), {}))
-        assert self.store is not None
-        return self.store.entity_configs().get((kind, name), {})
+        return dict(self.metadata.entity_configs.get((kind, name), {}))
 
     async def set_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> None:
         """Replace an entity's dynamic configs (already validated); this broker applies its own."""
-        if self.cluster is not None:
-            await self.cluster.set_entity_configs(kind, name, configs)
-        else:
-            assert self.store is not None
-            self.store.put_entity_configs(kind, name, dict(configs))
-            self.apply_broker_configs()
-            self.quotas_changed()
+        await self.metadata.set_entity_configs(kind, name, configs)
 
     def apply_broker_configs(self) -> None:
         """Topic defaults from the dynamic broker configs: this broker's over the cluster-wide ones."""
@@ -207,24 +151,14 @@ class Broker:
 
     def scram_credentials(self) -> dict[str, dict[str, ScramCredential]]:
         """SCRAM credentials by user, then mechanism name."""
-        if self.cluster is not None:
-            return {u: dict(c) for u, c in self.cluster.scram.items()}
-        assert self.store is not None
-        return self.store.scram()
+        return {u: dict(c) for u, c in self.metadata.scram.items()}
 
     async def set_scram_credentials(self, user: str, credentials: Mapping[str, ScramCredential]) -> None:
-        if self.cluster is not None:
-            await self.cluster.set_scram_credentials(user, credentials)
-        else:
-            assert self.store is not None
-            self.store.put_scram(user, dict(credentials))
+        await self.metadata.set_scram_credentials(user, credentials)
 
     def all_entity_configs(self) -> dict[tuple[str, str], dict[str, str]]:
         """Every entity's dynamic configs by (kind, name): brokers, groups, client quotas."""
-        if self.cluster is not None:
-            return dict(self.cluster.entity_configs)
-        assert self.store is not None
-        return self.store.entity_configs()
+        return {k: dict(c) for k, c in self.metadata.entity_configs.items()}
 
     def quotas_changed(self) -> None:
         """The stored client quotas changed (or were loaded): enforce the new ones."""
@@ -233,37 +167,16 @@ class Broker:
 
     def acls_changed(self) -> None:
         """The stored ACLs changed (or were loaded): the authorizer decides by the new ones."""
-        if self.cluster is not None:
-            self.authorizer.set_acls(table_from_stored(self.cluster.acls))
-        elif self.store is not None:
-            self.authorizer.set_acls(table_from_stored(self.store.acls()))
+        self.authorizer.set_acls(table_from_stored(self.metadata.acls))
 
     async def update_acls(
         self, keys: list[AclKey], change: Callable[[dict[AclKey, list[dict[str, Any]]]], None]
     ) -> None:
         """Edit the stored ACL entries of `keys` (resource patterns) in place with `change`."""
-        if self.cluster is not None:
-            await self.cluster.update_acls(keys, change)
-            return
-        assert self.store is not None
-        stored = self.store.acls()
-        part = {k: stored.get(k, []) for k in keys}
-        change(part)
-        with self.replicas.log_dir.guard("writing ACLs to", "meta.json"):
-            self.store.put_acls({**stored, **part})
-        self.acls_changed()
+        await self.metadata.update_acls(keys, change)
 
     async def allocate_producer_id(self) -> int:
-        if self.cluster is not None:
-            return await self.cluster.allocate_producer_id()
-        assert self.store is not None
-        try:
-            # From the block in memory; when a new block is reserved, meta.json (in the log directory)
-            # is written.
-            with self.replicas.log_dir.guard("reserving producer ids in", "meta.json", while_offline=True):
-                return self.store.allocate_producer_id()
-        except KafkaError as e:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message) from e
+        return await self.metadata.allocate_producer_id()
 
     async def append_committed(self, topic: str, index: int, records: memoryview) -> int:
         """Append as the leader and return once the write is committed (acks=all); the base offset."""
@@ -287,13 +200,7 @@ class Broker:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
-        if self.cluster is not None:
-            await self.cluster.start()
-        else:
-            self.apply_broker_configs()
-            self.acls_changed()
-            self.quotas_changed()
-            self.replicas.open()
+        await self.metadata.start()
         self.replicas.start_timers()
         self.groups.start()
         self.transactions.start()
@@ -305,8 +212,7 @@ class Broker:
         if self.tokens is not None:
             await self.tokens.stop()
         await self.log_dir_failure.stop()
-        if self.cluster is not None:
-            await self.cluster.stop()  # controlled shutdown: leaderships move first
+        await self.metadata.stop()  # in a cluster, a controlled shutdown: leaderships move first
         await self.transactions.stop()
         await self.groups.stop()
         await self.replicas.stop()

@@ -3,7 +3,8 @@
 It registers under a lease, keeps a view of the cluster's metadata (snapshot, then the watch), opens
 the partitions assigned to it, becomes leader or follower of each as the partition states say, runs
 the follower fetchers, records ISR changes of the partitions it leads (compare-and-swap), and runs the
-controller when elected. On stop it hands its leaderships over before leaving.
+controller when elected. On stop it hands its leaderships over before leaving. One implementation of
+the seam cluster_metadata.ClusterMetadata; single_node.py is the other.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from brook.metadata import (
     NO_LEADER,
@@ -49,17 +50,15 @@ from brook.metadata import (
     TopicRecord,
     assign_replicas,
 )
-from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.tasks import cancel_and_wait
 
+from .cluster_metadata import BrokerHost
 from .controller import Controller
-from .fetch_sessions import FetchSessionCache
 from .follower import LeaderFetcher, Throttle
 from .inter_broker import peer_security
 from .partition import Partition, PartitionRole, now_ms
 from .partition_budget import check_cluster_budget
-from .replica_manager import ReplicaManager
-from .settings import BrokerSettings
 from .topics import TopicMeta
 
 log = logging.getLogger(__name__)
@@ -72,27 +71,6 @@ _FENCE_MARGIN_S = 0.1  # a leader stops this long before its lease may expire: t
 
 def topic_meta(rec: TopicRecord) -> TopicMeta:
     return TopicMeta(rec.name, rec.topic_id, rec.partitions, rec.replication_factor, dict(rec.configs))
-
-
-class BrokerHost(Protocol):
-    """What a cluster node needs of its broker (brook.broker.broker.Broker): its settings, logs, metrics
-    and fetch sessions, and the hooks through which the cluster's state reaches the broker's rooms."""
-
-    @property
-    def settings(self) -> BrokerSettings: ...
-    @property
-    def partition_budget(self) -> int: ...
-    @property
-    def replicas(self) -> ReplicaManager: ...
-    @property
-    def metrics(self) -> BrokerMetrics: ...
-    @property
-    def fetch_sessions(self) -> FetchSessionCache: ...
-    def apply_broker_configs(self) -> None: ...
-    def quotas_changed(self) -> None: ...
-    def acls_changed(self) -> None: ...
-    def coordinator_partition_loaded(self, topic: str, index: int) -> None: ...
-    def coordinator_partition_unloaded(self, topic: str, index: int) -> None: ...
 
 
 class ClusterNode:
@@ -147,6 +125,7 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._pids: list[int] = []  # the rest of this broker's producer-id block
         self._stopping = False
+        broker.replicas.fence.bind(self.lead_until)  # a deposed leader stops acknowledging
 
     def lead_until(self) -> float:
         """Until when this broker may act as a leader (brook.broker.leader_fence): while its lease
@@ -185,11 +164,7 @@ class ClusterNode:
                         await self._changed.wait()
         if self._controller is not None:
             await self._controller.stop()
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(*self._tasks)
         for f in self._fetchers.values():
             await f.stop()
         self._fetchers.clear()
@@ -233,6 +208,13 @@ class ClusterNode:
     @property
     def controller_id(self) -> int:
         return self.controller.broker_id if self.controller is not None else -1
+
+    @property
+    def registered(self) -> bool:
+        return self.node_id in self.live
+
+    def offline_partitions(self) -> int:
+        return sum(1 for st in self.states.values() if st.leader not in self.live)
 
     def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
         return [

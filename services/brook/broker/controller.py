@@ -28,6 +28,7 @@ from brook.metadata import (
     Reassignment,
     TopicRecord,
 )
+from brook.tasks import cancel_and_wait
 
 from .settings import BrokerSettings
 
@@ -72,11 +73,8 @@ class Controller:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-{self.epoch}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     def poke(self) -> None:
         """Something changed in the view: reconcile soon."""

@@ -26,17 +26,16 @@ brook.log.dir_health) takes all of its partitions:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Protocol
 
 from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.log import LogDirHealth
 from brook.metadata import EtcdUnavailableError, MetadataError
-from brook.protocol.errors import KafkaError
+from brook.tasks import cancel_and_wait
 from brook.transactions import TXN_STATE_TOPIC
 
-from .cluster import ClusterNode
+from .cluster_metadata import ClusterMetadata
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
 
@@ -55,7 +54,7 @@ class LogDirHost(Protocol):
     @property
     def replicas(self) -> ReplicaManager: ...
     @property
-    def cluster(self) -> ClusterNode | None: ...
+    def metadata(self) -> ClusterMetadata: ...
     def coordinator_partition_loaded(self, topic: str, index: int) -> None: ...
     def coordinator_partition_unloaded(self, topic: str, index: int) -> None: ...
 
@@ -81,10 +80,7 @@ class LogDirFailureHandler:
     async def stop(self) -> None:
         self._started = False
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await cancel_and_wait(task)
 
     def _failed(self, health: LogDirHealth) -> None:
         if self._started:
@@ -110,16 +106,12 @@ class LogDirFailureHandler:
     async def _recover(self) -> None:
         broker, health = self._broker, self._health
         while health.offline:  # it may fail again while coming back: then round again
-            if broker.cluster is not None:
-                await broker.cluster.leave()
+            await broker.metadata.leave()
             if broker.settings.log_dir_probe_interval_ms < 0:
                 log.warning("log directory %s stays offline until the broker restarts", health.path)
                 return
             failure = await self._reopen()
-            if broker.cluster is not None:
-                await self._rejoin()
-            else:
-                self._load_groups()
+            await self._rejoin()
             if health.failure is None:  # (not `offline`: mypy takes that for still True)
                 log.warning("log directory %s is back online (it went offline on %s)", health.path, failure)
 
@@ -141,19 +133,10 @@ class LogDirFailureHandler:
             if broker.replicas.reopen_logs():
                 return failure
 
-    def _load_groups(self) -> None:
-        try:
-            for topic, index in self._coordinator_partitions():
-                self._broker.coordinator_partition_loaded(topic, index)
-        except KafkaError as e:  # KAFKA_STORAGE_ERROR: the directory failed again meanwhile
-            log.warning("reloading consumer groups failed: %s", e)
-
     async def _rejoin(self) -> None:
-        cluster = self._broker.cluster
-        assert cluster is not None
         while not self._health.offline:
             try:
-                await cluster.rejoin()
+                await self._broker.metadata.rejoin()
                 return
             except (EtcdUnavailableError, MetadataError) as e:
                 log.warning("log directory back online, but registering again failed (%s); retrying", e)

@@ -8,7 +8,6 @@ while it is offline, every request for a partition hosted here is answered KAFKA
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import shutil
 import time
@@ -20,19 +19,19 @@ from brook.config import TopicConfig, validate_topic_config
 from brook.log import LogDirHealth, PartitionLog
 from brook.log.checkpoint import fsync_dir
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.tasks import cancel_and_wait
 
 from .leader_fence import LeaderFence
 from .partition import Partition
 from .settings import BrokerSettings
-from .topics import MetadataStore, TopicMeta, new_topic_id, topic_name_error
+from .topics import TopicMeta, topic_name_error
 
 log = logging.getLogger(__name__)
 
 
 class ReplicaManager:
-    def __init__(self, settings: BrokerSettings, store: MetadataStore | None) -> None:
+    def __init__(self, settings: BrokerSettings) -> None:
         self.settings = settings
-        self.store = store
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._topics: dict[str, TopicMeta] = {}
         self._by_id: dict[bytes, TopicMeta] = {}
@@ -49,10 +48,10 @@ class ReplicaManager:
         self.generation = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
-    def open(self) -> None:
-        """Open every topic of the single-node store (a cluster opens what etcd assigns it instead)."""
+    def open(self, topics: Iterable[TopicMeta]) -> None:
+        """Open the whole of every topic: a single node's (a cluster opens what etcd assigns it instead)."""
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
-        for meta in self._local_store().topics().values():
+        for meta in topics:
             self.apply_topic(meta)
         self._remove_deleted_dirs()
 
@@ -67,11 +66,7 @@ class ReplicaManager:
             self._tasks.append(asyncio.create_task(self._every(interval_ms, fn)))
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         for p in self._partitions.values():
             p.wake_fetchers()
@@ -262,39 +257,6 @@ class ReplicaManager:
             shutil.rmtree(p.log.directory, ignore_errors=True)
         self._remove_deleted_dirs()
 
-    # -- single-node metadata (a cluster keeps it in etcd: see cluster.py) -------------------------
-    def _local_store(self) -> MetadataStore:
-        if self.store is None:
-            raise RuntimeError("topic metadata of a cluster lives in etcd")
-        return self.store
-
-    def create_topic(
-        self,
-        name: str,
-        partitions: int = -1,
-        replication_factor: int = -1,
-        configs: Mapping[str, str | None] | None = None,
-    ) -> TopicMeta:
-        configs = dict(configs or {})
-        n, rf = self.validate_new_topic(name, partitions, replication_factor, configs)
-        meta = TopicMeta(name, new_topic_id(), n, rf, {k: v for k, v in configs.items() if v is not None})
-        self._put_topic(meta)
-        self.apply_topic(meta)
-        log.info("created topic %s with %d partitions", name, n)
-        return meta
-
-    def delete_topic(self, name: str) -> TopicMeta:
-        if name not in self._topics:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-        # The data first: on a full disk, removing it is what makes room for the metadata write (a crash
-        # in between leaves the topic listed, empty).
-        meta = self.remove_topic(name)
-        assert meta is not None
-        with self.log_dir.guard("writing topic metadata for", name, while_offline=True):
-            self._local_store().delete_topic(name)
-        log.info("deleted topic %s", name)
-        return meta
-
     def check_new_partition_count(self, name: str, count: int) -> TopicMeta:
         meta = self._topics.get(name)
         if meta is None:
@@ -305,29 +267,6 @@ class ReplicaManager:
                 f"topic '{name}' has {meta.partitions} partitions; the new count must be larger, got {count}",
             )
         return meta
-
-    def add_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
-        meta = self.check_new_partition_count(name, count)
-        if validate_only:
-            return
-        meta = TopicMeta(meta.name, meta.topic_id, count, meta.replication_factor, dict(meta.configs))
-        self._put_topic(meta)
-        self.apply_topic(meta)
-
-    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        """Replace a topic's config overrides (already validated) and apply them to open logs."""
-        meta = self._topics.get(name)
-        if meta is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-        meta = TopicMeta(meta.name, meta.topic_id, meta.partitions, meta.replication_factor, dict(configs))
-        self._put_topic(meta)
-        self.apply_topic(meta)
-
-    def _put_topic(self, meta: TopicMeta) -> None:
-        """Record a topic in `meta.json`, which lives in the log directory: refused while it is offline,
-        and a failed write takes it offline."""
-        with self.log_dir.guard("writing topic metadata for", meta.name):
-            self._local_store().put_topic(meta)
 
     def _partition_dir(self, topic: str, index: int) -> Path:
         return self.settings.data_dir / f"{topic}-{index}"

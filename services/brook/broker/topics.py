@@ -1,7 +1,8 @@
 """Topic metadata (name, stable id, partition count, config overrides) and where it is kept.
 
-`MetadataStore` is the seam for where the truth lives: a JSON file in the data directory for a single
-node; the cluster (etcd) implementation replaces it without changing the handlers.
+`MetadataStore` is where a single node keeps it (LocalMetadataStore: a JSON file in the data
+directory); a cluster keeps it in etcd (brook.metadata.EtcdMetadataStore). Neither is seen by handlers:
+they ask the broker's metadata seam (cluster_metadata.py).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def new_topic_id() -> bytes:
 
 
 class MetadataStore(Protocol):
-    """Durable cluster metadata the broker reads and changes."""
+    """Durable metadata of a single node (single_node.SingleNodeMetadata reads and changes it)."""
 
     def cluster_id(self) -> str: ...
     def topics(self) -> dict[str, TopicMeta]: ...

@@ -9,7 +9,6 @@ The coordinator reaches the log only through `OffsetsLog`, so this room does not
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -34,6 +33,7 @@ from brook.protocol.group_records import (
 )
 from brook.protocol.primitives import java_string_hash
 from brook.protocol.txn_records import CONTROL_COMMIT
+from brook.tasks import cancel_and_wait
 
 from .group import Group, GroupState, Member
 from .membership import GroupMembership
@@ -91,11 +91,7 @@ class GroupCoordinator(GroupMembership):
         self._tasks.append(asyncio.create_task(self._expire_offsets_loop()))
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(*self._tasks)
         self._tasks.clear()
         for g in self._groups.values():
             self._cancel_timer(g)

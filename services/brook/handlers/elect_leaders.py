@@ -5,7 +5,8 @@ Brook's controller carries it out: the request hands the partition to the reassi
 with its own replica list, whose last step makes the first replica leader once it is alive and in
 sync, and waits (up to timeout_ms) to see it happen. Per partition: ELECTION_NOT_NEEDED when the
 preferred replica already leads, PREFERRED_LEADER_NOT_AVAILABLE when it is down or out of sync,
-UNKNOWN_TOPIC_OR_PARTITION. Unclean elections are what `unclean.leader.election.enable` does
+UNKNOWN_TOPIC_OR_PARTITION (a single broker is every partition's preferred leader: never more than
+ELECTION_NOT_NEEDED). Unclean elections are what `unclean.leader.election.enable` does
 automatically; asked for explicitly they are answered ELECTION_NOT_NEEDED while a leader exists and
 ELIGIBLE_LEADERS_NOT_AVAILABLE otherwise (not carried out on request yet).
 """
@@ -58,14 +59,14 @@ async def handle_elect_leaders(broker: Broker, hdr: RequestHeader) -> Body | Non
                 )
         elif leader == preferred:
             results[(topic, index)] = (ErrorCode.ELECTION_NOT_NEEDED, None)
-        elif preferred not in live or preferred not in isr or broker.cluster is None:
+        elif preferred not in live or preferred not in isr:
             results[(topic, index)] = (
                 ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
                 f"the preferred leader {preferred} is not alive and in sync",
             )
         else:
             try:
-                await broker.cluster.reassign(topic, index, list(replicas))
+                await broker.metadata.reassign(topic, index, list(replicas))
                 started.append((topic, index, preferred))
             except KafkaError as e:
                 results[(topic, index)] = (e.code, e.message)

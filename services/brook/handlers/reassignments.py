@@ -1,4 +1,5 @@
-"""AlterPartitionReassignments and ListPartitionReassignments (the controller carries them out)."""
+"""AlterPartitionReassignments and ListPartitionReassignments (the controller carries them out; a single
+broker has nowhere to move partitions: INVALID_REQUEST, and it lists none)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 from brook.broker.broker import Broker
 from brook.protocol import messages
-from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.errors import KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
 
@@ -29,12 +30,8 @@ async def handle_alter_partition_reassignments(broker: Broker, hdr: RequestHeade
                 "error_message": None,
             }
             try:
-                if broker.cluster is None:
-                    raise KafkaError(
-                        ErrorCode.INVALID_REQUEST, "a single broker has nowhere to move partitions"
-                    )
                 target = None if p.replicas is None else list(p.replicas)
-                await broker.cluster.reassign(t.name, p.partition_index, target)
+                await broker.metadata.reassign(t.name, p.partition_index, target)
             except KafkaError as e:
                 entry.update(error_code=e.code, error_message=e.message)
             parts.append(entry)
@@ -53,21 +50,18 @@ async def handle_list_partition_reassignments(broker: Broker, hdr: RequestHeader
         return messages.encode_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, v, CLUSTER_DENIED)
     wanted = None if req.topics is None else {(t.name, i) for t in req.topics for i in t.partition_indexes}
     by_topic: dict[str, list[dict[str, Any]]] = {}
-    if broker.cluster is not None:
-        for (topic, index), r in sorted(broker.cluster.reassignments.items()):
-            if wanted is not None and (topic, index) not in wanted:
-                continue
-            _, _, replicas, isr = broker.cluster.partition_state(topic, index)
-            by_topic.setdefault(topic, []).append(
-                {
-                    "partition_index": index,
-                    "replicas": replicas,
-                    "adding_replicas": [
-                        b for b in r.target if b not in replicas or b not in isr
-                    ],  # catching up
-                    "removing_replicas": [b for b in replicas if b not in r.target],
-                }
-            )
+    for (topic, index), r in sorted(broker.metadata.reassignments.items()):  # none on a single node
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        _, _, replicas, isr = broker.partition_state(topic, index)
+        by_topic.setdefault(topic, []).append(
+            {
+                "partition_index": index,
+                "replicas": replicas,
+                "adding_replicas": [b for b in r.target if b not in replicas or b not in isr],  # catching up
+                "removing_replicas": [b for b in replicas if b not in r.target],
+            }
+        )
     return messages.encode_response(
         ApiKey.LIST_PARTITION_REASSIGNMENTS,
         v,

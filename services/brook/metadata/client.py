@@ -21,7 +21,8 @@ from typing import Any, TypeVar
 import aetcd  # type: ignore[import-untyped,unused-ignore]
 from aetcd import rpc  # type: ignore[import-untyped,unused-ignore]
 
-from ._tasks import raise_if_cancelling
+from brook.tasks import raise_if_cancelling
+
 from .channel import EtcdAuth, SecureAetcdClient
 from .errors import CompactedError, EtcdAuthError, EtcdUnavailableError, MetadataError
 from .kv import (

@@ -14,7 +14,8 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 
-from ._tasks import cancel_and_wait, raise_if_cancelling
+from brook.tasks import cancel_and_wait, raise_if_cancelling
+
 from .client import EtcdClient
 from .errors import FencedError, MetadataError
 from .keys import KeyLayout

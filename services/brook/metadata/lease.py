@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from ._tasks import cancel_and_wait, raise_if_cancelling
+from brook.tasks import cancel_and_wait, raise_if_cancelling
+
 from .client import EtcdClient
 from .errors import MetadataError
 

@@ -7,7 +7,8 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 
-from ._tasks import cancel_and_wait
+from brook.tasks import cancel_and_wait
+
 from .client import EtcdClient
 from .errors import BrokerIdInUseError, EtcdUnavailableError, MetadataError
 from .keys import KeyLayout

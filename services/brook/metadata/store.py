@@ -1,5 +1,5 @@
-"""EtcdMetadataStore: the cluster's metadata in etcd (the seam `brook.broker.topics.MetadataStore`
-describes for a single node), with compare-and-swap writes fenced by the controller epoch, and a
+"""EtcdMetadataStore: the cluster's metadata in etcd (what `brook.broker.topics.LocalMetadataStore`
+keeps in meta.json for a single node), with compare-and-swap writes fenced by the controller epoch, and a
 typed change stream that survives etcd restarts.
 
 Controller-only writes take `controller_epoch`: the transaction also requires `controller_epoch` in

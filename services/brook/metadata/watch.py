@@ -7,7 +7,8 @@ import logging
 from collections import deque
 from collections.abc import Iterable
 
-from ._tasks import raise_if_cancelling
+from brook.tasks import raise_if_cancelling
+
 from .client import EtcdClient, RawWatch
 from .errors import CompactedError, EtcdUnavailableError, MetadataError
 from .kv import EventType, KeyValue, WatchEvent

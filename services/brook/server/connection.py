@@ -13,7 +13,6 @@ has to wait: start_eagerly), and the answers ready together go out in one write.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 from collections import deque
@@ -32,6 +31,7 @@ from brook.protocol.versions import ApiKey
 from brook.security.listeners import Listener
 from brook.security.sasl import SaslSession
 from brook.security.tls import principal_of
+from brook.tasks import wait_finished
 
 from .dispatch import CloseConnection, dispatch
 
@@ -305,8 +305,7 @@ class Connection(asyncio.BufferedProtocol):
 
     async def wait_closed(self) -> None:
         if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await wait_finished(self._task)
 
 
 def _send(transport: asyncio.Transport, data: list[bytes]) -> bool:

@@ -74,10 +74,7 @@ class BrokerState:
         return self.broker.controller_id == self.broker.node_id
 
     def offline_partitions(self) -> int:
-        cluster = self.broker.cluster
-        if cluster is None:
-            return 0  # a single node leads every partition it has
-        return sum(1 for st in cluster.states.values() if st.leader not in cluster.live)
+        return self.broker.metadata.offline_partitions()
 
     def offline_log_dirs(self) -> int:
         return 1 if self.broker.replicas.log_dir.offline else 0
@@ -102,10 +99,7 @@ class BrokerState:
         log_dir = self.broker.replicas.log_dir
         if log_dir.failure is not None:
             return False, f"log directory {log_dir.path} is offline: {log_dir.failure}"
-        cluster = self.broker.cluster
-        if cluster is None:
-            return True, "serving"
-        if self.broker.node_id not in cluster.live:
+        if not self.broker.metadata.registered:
             return False, "not registered in the cluster"
         behind = [
             f"{p.topic}-{p.index}"

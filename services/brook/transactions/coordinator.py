@@ -12,7 +12,6 @@ brokers only through the ports below, which the broker implements.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -29,6 +28,7 @@ from brook.protocol.txn_records import (
     encode_txn_key,
     encode_txn_value,
 )
+from brook.tasks import cancel_and_wait
 
 from . import state as sm
 from .state import Partition, TxnMetadata, TxnState
@@ -116,11 +116,7 @@ class TransactionCoordinator:
             self._tasks.append(asyncio.create_task(self._every(interval_ms, job, what)))
 
     async def stop(self) -> None:
-        for t in [*self._tasks, *self._completing.values()]:
-            t.cancel()
-        for t in [*self._tasks, *self._completing.values()]:
-            with contextlib.suppress(asyncio.CancelledError):
-                await t
+        await cancel_and_wait(*self._tasks, *self._completing.values())
         self._tasks.clear()
         self._completing.clear()
 

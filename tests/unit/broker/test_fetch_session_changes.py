@@ -16,6 +16,7 @@ from brook.broker.broker import Broker
 from brook.broker.follower import LeaderFetcher, Throttle
 from brook.broker.partition import Partition, PartitionRole
 from brook.broker.settings import BrokerSettings
+from brook.broker.topics import TopicMeta, new_topic_id
 from brook.handlers.context import Body
 from brook.handlers.fetch import handle_fetch
 from brook.protocol.frames import RequestHeader
@@ -36,8 +37,7 @@ FOLLOWER = 1
 @pytest.fixture
 def broker(tmp_path: Path, clock: Clock) -> Iterator[Broker]:
     b = Broker(BrokerSettings(node_id=0, data_dir=tmp_path / "data"))
-    b.replicas.open()
-    b.replicas.create_topic("t", partitions=3, replication_factor=1)
+    b.replicas.apply_topic(TopicMeta("t", new_topic_id(), 3))
     for p in partitions(b):
         p.become_leader(PartitionRole(0, 1, [0, FOLLOWER], [0, FOLLOWER]))
     yield b
