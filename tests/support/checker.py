@@ -99,7 +99,11 @@ class Workload:
 
         n = 0
         while not self._producers_done.is_set():
-            p.produce(self.topic, b"i-%08d" % n, key=b"%d" % (n % 16), on_delivery=delivered)
+            try:
+                p.produce(self.topic, b"i-%08d" % n, key=b"%d" % (n % 16), on_delivery=delivered)
+            except BufferError:  # the local queue is full while the cluster is away: wait, then retry n
+                p.poll(0.1)
+                continue
             p.poll(0.002)
             n += 1
         p.flush(60)
