@@ -158,6 +158,8 @@ def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
         flush_check_interval_ms=a.flush_check_interval_ms,
         metrics_host=a.metrics_host,
         metrics_port=a.metrics_port,
+        schema_registry_host=a.schema_registry_host,
+        schema_registry_port=a.schema_registry_port,
     )
     return security(a, settings)
 

@@ -9,7 +9,7 @@ from brook.groups import GroupSettings
 from brook.security.connection_limits import UNLIMITED
 from brook.transactions import TxnSettings
 
-from .option import CLUSTER, CONFIG, GROUPS, LIMITS, OBSERVABILITY, SECURITY, STORAGE, Option
+from .option import CLUSTER, CONFIG, GROUPS, LIMITS, OBSERVABILITY, REGISTRY, SECURITY, STORAGE, Option
 from .options_security import SECURITY_OPTIONS
 
 __all__ = ["BY_DEST", "BY_KAFKA", "CONFIG", "OPTIONS", "RACK_AWARE_SELECTOR", "SECURITY", "Option"]
@@ -427,6 +427,23 @@ OPTIONS: tuple[Option, ...] = (
         0,
         "port of /metrics, /healthz, /readyz; 0: any free port; -1: off",
         OBSERVABILITY,
+        minimum=-1,
+        maximum=65535,
+    ),
+    # Schema registry (brook.registry, a Kafka client of this broker)
+    _O(
+        "--schema-registry-host",
+        "str",
+        "0.0.0.0",
+        "address of the Confluent-compatible schema registry",
+        REGISTRY,
+    ),
+    _O(
+        "--schema-registry-port",
+        "int",
+        -1,
+        "port of the schema registry's REST API; 0: any free port; -1: off",
+        REGISTRY,
         minimum=-1,
         maximum=65535,
     ),

@@ -60,6 +60,8 @@ class BrokerSettings:
     leader_imbalance_per_broker_percentage: int = 10
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 0  # /metrics, /healthz, /readyz; 0: a free port; -1: off
+    schema_registry_host: str = "0.0.0.0"
+    schema_registry_port: int = -1  # the schema registry's REST API; 0: a free port; -1: off
     # listeners / advertised.listeners / listener.security.protocol.map, parsed; empty: one PLAINTEXT
     # listener on host:port advertised as advertised_host:advertised_port.
     listeners: list[Listener] = field(default_factory=list)

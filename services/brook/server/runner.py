@@ -13,6 +13,8 @@ from collections.abc import Callable
 from brook.broker.broker import Broker
 from brook.broker.settings import BrokerSettings
 from brook.observability import MetricsServer
+from brook.registry import SchemaRegistry
+from brook.tasks import cancel_and_wait
 
 from .heap import HeapKeeper
 from .listener import KafkaServer
@@ -41,6 +43,8 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     heap: asyncio.Task[None] | None = None
+    registry: SchemaRegistry | None = None  # a Kafka client of this broker, started once it serves
+    registry_start: asyncio.Task[None] | None = None
     try:
         await broker.start()
         await server.start()
@@ -48,6 +52,12 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
         keeper = HeapKeeper()
         keeper.started()
         heap = asyncio.create_task(keeper.run(), name="heap-keeper")
+        if settings.schema_registry_port >= 0:
+            registry = SchemaRegistry(_local_bootstrap(settings, server), 3 if settings.etcd_endpoints else 1)
+            registry_start = asyncio.create_task(
+                registry.start(settings.schema_registry_host, settings.schema_registry_port), name="registry"
+            )
+            registry_start.add_done_callback(_report_registry)
         if on_ready is not None:
             on_ready(server)
         await stop.wait()
@@ -55,10 +65,28 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
     finally:
         if heap is not None:
             heap.cancel()
+        if registry_start is not None:  # the registry is a client of this broker: it goes first
+            await cancel_and_wait(registry_start)
+        if registry is not None:
+            await registry.stop()
         await broker.stop()  # a cluster member hands its leaderships over while still serving
         await server.stop()
         if http is not None:
             await http.stop()
+
+
+def _report_registry(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the schema registry did not start: %s", task.exception())
+
+
+def _local_bootstrap(settings: BrokerSettings, server: KafkaServer) -> str:
+    """This broker's first PLAINTEXT listener, for the clients it runs itself (the schema registry)."""
+    for listener in settings.effective_listeners():
+        if listener.protocol == "PLAINTEXT":
+            host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            return f"{host}:{server.ports[listener.name]}"
+    raise SystemExit("--schema-registry-port needs a PLAINTEXT listener to reach this broker")
 
 
 def run(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None] | None = None) -> None:
