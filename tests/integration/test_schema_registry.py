@@ -89,7 +89,9 @@ def test_avro_round_trip_evolution_and_incompatible_change(served: Served) -> No
     assert (latest.version, latest.schema_id) == (1, schema_id)
 
     # Evolve: a field with a default is BACKWARD compatible; old records read with the new schema.
-    v2 = avro_record("User", [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": -1}])
+    v2 = avro_record(
+        "User", [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": -1}]
+    )
     ser2 = AvroSerializer(served.client, v2)
     raw += round_trip(served.broker.bootstrap, topic, ser2, [{"name": "alan", "age": 41}], before=2)
     assert served.client.get_versions(f"{topic}-value") == [1, 2]
@@ -143,7 +145,9 @@ def user_message_class(fields: list[tuple[str, int, int]]) -> Any:
     fdp.syntax = "proto3"
     msg = fdp.message_type.add(name="User")
     for name, number, kind in fields:
-        msg.field.add(name=name, number=number, type=kind, label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+        msg.field.add(
+            name=name, number=number, type=kind, label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+        )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("brooktest.User"))

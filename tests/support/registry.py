@@ -16,7 +16,12 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 def registry_args(port: int | None = None) -> tuple[list[str], str]:
     """The broker flags that turn the registry on, and its URL."""
     port = port or free_port()
-    return ["--schema-registry-host", "127.0.0.1", "--schema-registry-port", str(port)], f"http://127.0.0.1:{port}"
+    return [
+        "--schema-registry-host",
+        "127.0.0.1",
+        "--schema-registry-port",
+        str(port),
+    ], f"http://127.0.0.1:{port}"
 
 
 def call(

@@ -41,19 +41,19 @@ class AvroSchema:
         except ValueError as e:
             raise invalid_schema(f"{text[:200]}, details: not JSON: {e}") from e
         named: dict[str, Any] = {}
-        ref_names: Names = {}
+        self.names: Names = {}
         try:
             for ref in references:
                 ref_raw = json.loads(ref)
                 fastavro.parse_schema(ref_raw, named_schemas=named)
-                _expand(ref_raw, "", ref_names)
+                _expand(ref_raw, "", self.names)
             fastavro.parse_schema(raw, named_schemas=named)
+            self.root = _expand(raw, "", self.names)  # also refuses what fastavro lets by (no "fields")
+            normal = _normal_form(raw, "")
         except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError, AttributeError) as e:
-            raise invalid_schema(f"{text[:200]}, details: {e}") from e
-        self.names: Names = dict(ref_names)
-        self.root = _expand(raw, "", self.names)
+            raise invalid_schema(f"{text[:200]}, details: {type(e).__name__}: {e}") from e
         self.text = json.dumps(raw, separators=(",", ":"))
-        self.normalized = json.dumps(_normal_form(raw, ""), separators=(",", ":"), sort_keys=True)
+        self.normalized = json.dumps(normal, separators=(",", ":"), sort_keys=True)
 
 
 def _fullname(name: str, namespace: str | None) -> str:
