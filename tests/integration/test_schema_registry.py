@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from tests.support.broker import BrokerProcess
-from tests.support.registry import call, registry_args, wait_serving
+from tests.support.registry import registry_args, wait_serving
 
 pytestmark = pytest.mark.slow
 
