@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 import threading
 import time
 import uuid
@@ -35,6 +36,12 @@ log = logging.getLogger(__name__)
 
 Record = tuple[dict[str, Any], dict[str, Any] | None]
 NOOP: Record = ({"keytype": "NOOP", "magic": 0}, None)
+# What brokers answer for a topic created a moment ago, until its metadata has reached them all.
+_NOT_YET_KNOWN = (
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+)
 
 
 class SchemaStore:
@@ -92,7 +99,10 @@ class SchemaStore:
         """Commit the records `build` makes from an up-to-date state (it may raise RegistryError), as
         this cluster's only writer, and return once they are applied here."""
         async with self._write_lock:
-            for attempt in range(3):
+            deadline = time.monotonic() + self._timeout_s
+            attempt = 0
+            while True:
+                attempt += 1
                 try:
                     if self._producer is None:
                         await asyncio.to_thread(self._init_producer)
@@ -104,9 +114,11 @@ class SchemaStore:
                     return
                 except KafkaException as e:
                     self._producer = None  # fenced (another node took over) or broken: fence back
-                    log.info("schema write attempt %d failed, retrying as a new writer: %s", attempt + 1, e)
-                    last = e
-            raise store_unavailable(str(last))
+                    if time.monotonic() > deadline:
+                        raise store_unavailable(str(e)) from None
+                    log.info("schema write attempt %d failed, retrying as a new writer: %s", attempt, e)
+                    # Writers fencing each other in turn back off at random, so one of them gets through.
+                    await asyncio.sleep(random.uniform(0, min(0.05 * 2**attempt, 1.0)))
 
     def _init_producer(self) -> None:
         producer = Producer(
@@ -146,10 +158,13 @@ class SchemaStore:
             if errors or len(offsets) != len(records):
                 raise KafkaException(errors[0] if errors else KafkaError(KafkaError._TIMED_OUT))
             producer.commit_transaction(self._timeout_s)
-        except KafkaException:
-            with contextlib.suppress(KafkaException):
+        except Exception as e:
+            # A fenced producer can surface through the delivery callback as a SystemError: one path.
+            with contextlib.suppress(Exception):
                 producer.abort_transaction(5)
-            raise
+            raise (
+                e if isinstance(e, KafkaException) else KafkaException(KafkaError(KafkaError._FAIL, str(e)))
+            ) from e
         return max(offsets)
 
     async def _applied(self, offset: int) -> None:
@@ -197,11 +212,22 @@ class SchemaStore:
             time.sleep(0.5)
 
     def _end_offset(self) -> int:
+        """The topic's end (read_committed), waiting out a topic too new for every broker to know."""
         consumer = Consumer(
             {**self._config, "group.id": "brook-schema-registry", "isolation.level": "read_committed"}
         )
+        deadline = time.monotonic() + self._timeout_s
         try:
-            return int(consumer.get_watermark_offsets(TopicPartition(self.topic, 0), self._timeout_s)[1])
+            while True:
+                try:
+                    return int(
+                        consumer.get_watermark_offsets(TopicPartition(self.topic, 0), self._timeout_s)[1]
+                    )
+                except KafkaException as e:
+                    retry = e.args[0].retriable() or e.args[0].code() in _NOT_YET_KNOWN
+                    if not retry or time.monotonic() > deadline:
+                        raise
+                time.sleep(0.2)
         finally:
             consumer.close()
 
