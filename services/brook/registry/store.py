@@ -198,17 +198,23 @@ class SchemaStore:
         )
         deadline = time.monotonic() + self._timeout_s * 4
         while True:
-            future = admin.create_topics([topic], operation_timeout=self._timeout_s)[self.topic]
+            if self.topic in admin.list_topics(timeout=self._timeout_s).topics:
+                return
+            future = admin.create_topics([topic], operation_timeout=5)[self.topic]
             try:
-                future.result(self._timeout_s)
+                future.result(10)
                 log.info("created %s (replication factor %d)", self.topic, self._replication_factor)
                 return
+            except TimeoutError:
+                pass  # created or not: the metadata says on the next round
             except KafkaException as e:
                 code = e.args[0].code()
                 if code == KafkaError.TOPIC_ALREADY_EXISTS:
                     return
-                if code != KafkaError.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                if code not in (KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.REQUEST_TIMED_OUT):
                     raise
+            if time.monotonic() > deadline:
+                raise store_timeout(f"{self.topic} could not be created")
             time.sleep(0.5)
 
     def _end_offset(self) -> int:
