@@ -447,6 +447,27 @@ OPTIONS: tuple[Option, ...] = (
         minimum=-1,
         maximum=65535,
     ),
+    _O(
+        "--schema-registry-ssl-certfile",
+        "str",
+        None,
+        "PEM certificate chain: the registry speaks HTTPS",
+        REGISTRY,
+    ),
+    _O(
+        "--schema-registry-ssl-keyfile",
+        "str",
+        None,
+        "PEM private key of --schema-registry-ssl-certfile",
+        REGISTRY,
+    ),
+    _O(
+        "--schema-registry-basic-auth",
+        "flag",
+        False,
+        "HTTP basic auth against the SCRAM users (a login on this broker's SASL_PLAINTEXT listener)",
+        REGISTRY,
+    ),
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
 BY_KAFKA = {o.kafka: o for o in OPTIONS if o.kafka}

@@ -15,6 +15,7 @@ import ssl
 
 from aiohttp import web
 
+from .auth import ScramBasicAuth, basic_auth
 from .http import RegistryApp
 from .service import Registry
 from .store import SchemaStore
@@ -29,9 +30,11 @@ class SchemaRegistry:
         replication_factor: int = 1,
         client_config: dict[str, str] | None = None,
         topic: str = "_schemas",
+        auth: ScramBasicAuth | None = None,
     ) -> None:
         self.store = SchemaStore(bootstrap, replication_factor, topic=topic, client_config=client_config)
         self.registry = Registry(self.store)
+        self._auth = auth
         self._runner: web.AppRunner | None = None
         self.host = ""
         self.port = 0
@@ -41,7 +44,11 @@ class SchemaRegistry:
     ) -> None:
         """Read `_schemas` (created when missing), then listen on host:port (0: a free port)."""
         await self.store.start()
-        runner = web.AppRunner(RegistryApp(self.registry).app(), access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            RegistryApp(self.registry).app([basic_auth(self._auth)] if self._auth else []),
+            access_log=None,
+            handle_signals=False,
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=ssl_context)
@@ -63,4 +70,4 @@ class SchemaRegistry:
         await self.store.stop()
 
 
-__all__ = ["Registry", "SchemaRegistry", "SchemaStore"]
+__all__ = ["Registry", "SchemaRegistry", "SchemaStore", "ScramBasicAuth"]

@@ -7,13 +7,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 from collections.abc import Callable
 
 from brook.broker.broker import Broker
 from brook.broker.settings import BrokerSettings
 from brook.observability import MetricsServer
-from brook.registry import SchemaRegistry
+from brook.registry import SchemaRegistry, ScramBasicAuth
 from brook.tasks import cancel_and_wait
 
 from .heap import HeapKeeper
@@ -53,9 +54,12 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
         keeper.started()
         heap = asyncio.create_task(keeper.run(), name="heap-keeper")
         if settings.schema_registry_port >= 0:
-            registry = SchemaRegistry(_local_bootstrap(settings, server), 3 if settings.etcd_endpoints else 1)
+            registry = _registry(settings, server)
             registry_start = asyncio.create_task(
-                registry.start(settings.schema_registry_host, settings.schema_registry_port), name="registry"
+                registry.start(
+                    settings.schema_registry_host, settings.schema_registry_port, _registry_tls(settings)
+                ),
+                name="registry",
             )
             registry_start.add_done_callback(_report_registry)
         if on_ready is not None:
@@ -80,13 +84,33 @@ def _report_registry(task: asyncio.Task[None]) -> None:
         log.error("the schema registry did not start: %s", task.exception())
 
 
-def _local_bootstrap(settings: BrokerSettings, server: KafkaServer) -> str:
-    """This broker's first PLAINTEXT listener, for the clients it runs itself (the schema registry)."""
+def _local_address(settings: BrokerSettings, server: KafkaServer, protocol: str, why: str) -> str:
+    """This broker's first listener of `protocol`, for the clients it runs itself (the schema registry)."""
     for listener in settings.effective_listeners():
-        if listener.protocol == "PLAINTEXT":
+        if listener.protocol == protocol:
             host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
             return f"{host}:{server.ports[listener.name]}"
-    raise SystemExit("--schema-registry-port needs a PLAINTEXT listener to reach this broker")
+    raise SystemExit(f"{why} needs a {protocol} listener on this broker")
+
+
+def _registry(settings: BrokerSettings, server: KafkaServer) -> SchemaRegistry:
+    auth = None
+    if settings.schema_registry_basic_auth:
+        sasl = _local_address(settings, server, "SASL_PLAINTEXT", "--schema-registry-basic-auth")
+        auth = ScramBasicAuth(sasl)
+    bootstrap = _local_address(settings, server, "PLAINTEXT", "--schema-registry-port")
+    return SchemaRegistry(bootstrap, 3 if settings.etcd_endpoints else 1, auth=auth)
+
+
+def _registry_tls(settings: BrokerSettings) -> ssl.SSLContext | None:
+    if not settings.schema_registry_ssl_certfile:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.schema_registry_ssl_certfile, settings.schema_registry_ssl_keyfile)
+    except (OSError, ssl.SSLError) as e:
+        raise SystemExit(f"--schema-registry-ssl-certfile/keyfile: {e}") from None
+    return context
 
 
 def run(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None] | None = None) -> None:
