@@ -234,11 +234,7 @@ class Registry:
         result: list[int] = []
 
         def build(state: RegistryState) -> list[Record]:
-            self._writable(subject)
-            everything = state.live(subject, deleted=True)
-            if not everything:
-                raise errors.subject_not_found(subject)
-            live = [v for v in everything if not v.deleted]
+            everything, live = self._deletable(state, subject)
             self._not_referenced(state, everything)
             if permanent:
                 if live:
@@ -261,11 +257,7 @@ class Registry:
         result: list[int] = []
 
         def build(state: RegistryState) -> list[Record]:
-            self._writable(subject)
-            everything = state.live(subject, deleted=True)
-            if not everything:
-                raise errors.subject_not_found(subject)
-            live = [v for v in everything if not v.deleted]
+            everything, live = self._deletable(state, subject)
             if number is None:
                 if not live:
                     raise errors.subject_not_found(subject)
@@ -290,9 +282,14 @@ class Registry:
         await self.store.write(build)
         return result[0]
 
-    def _writable(self, subject: str) -> None:
+    def _deletable(self, state: RegistryState, subject: str) -> tuple[list[Version], list[Version]]:
+        """The subject's versions, soft-deleted included, and the live ones; 40401 when it has none."""
         if self.mode(subject) == "READONLY":
             raise errors.operation_not_permitted(f"Subject {subject} is in read-only mode")
+        everything = state.live(subject, deleted=True)
+        if not everything:
+            raise errors.subject_not_found(subject)
+        return everything, [v for v in everything if not v.deleted]
 
     @staticmethod
     def _not_referenced(state: RegistryState, versions: list[Version]) -> None:
