@@ -10,16 +10,19 @@ import signal
 import ssl
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from brook.broker.broker import Broker
 from brook.broker.settings import BrokerSettings
 from brook.observability import MetricsServer
-from brook.registry import SchemaRegistry, ScramBasicAuth
 from brook.tasks import cancel_and_wait
 
 from .heap import HeapKeeper
 from .listener import KafkaServer
 from .state_view import BrokerState
+
+if TYPE_CHECKING:  # imported when turned on: the `brook` CLI starts faster without its parsers
+    from brook.registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +97,8 @@ def _local_address(settings: BrokerSettings, server: KafkaServer, protocol: str,
 
 
 def _registry(settings: BrokerSettings, server: KafkaServer) -> SchemaRegistry:
+    from brook.registry import SchemaRegistry, ScramBasicAuth
+
     auth = None
     if settings.schema_registry_basic_auth:
         sasl = _local_address(settings, server, "SASL_PLAINTEXT", "--schema-registry-basic-auth")
