@@ -252,7 +252,10 @@ class SchemaStore:
         consumer.assign([tp])
         try:
             while not self._stopping.is_set():
-                batch = consumer.consume(1000, 0.2)
+                # consume(n, timeout) would wait out its timeout for n records: one poll waits, then
+                # whatever else is already fetched is taken without waiting.
+                first = consumer.poll(0.2)
+                batch = [first, *consumer.consume(1000, 0)] if first is not None else []
                 records = [(m.key(), m.value()) for m in batch if m.error() is None]
                 position = consumer.position([TopicPartition(self.topic, 0)])[0].offset
                 assert self._loop is not None
