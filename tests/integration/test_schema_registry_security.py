@@ -11,9 +11,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import trustme
+from click.testing import Result
 from confluent_kafka.admin import (
     AdminClient,
     ScramCredentialInfo,
@@ -21,7 +23,9 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
+from typer.testing import CliRunner
 
+from brook.console import app
 from tests.support.broker import BrokerProcess
 from tests.support.ports import free_port
 
@@ -127,3 +131,18 @@ def test_a_new_password_logs_in(env: Env) -> None:
 def test_plain_http_is_not_served(env: Env) -> None:
     with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
         urllib.request.urlopen(env.url.replace("https://", "http://") + "/subjects", timeout=10)
+
+
+def test_brook_schema_commands_with_https_and_basic_auth(env: Env, tmp_path: Path) -> None:
+    (tmp_path / "s.avsc").write_text(SCHEMA)
+    registry = {"BROOK_SCHEMA_REGISTRY": env.url, "BROOK_SCHEMA_REGISTRY_CA": env.ca}
+
+    def brook(*args: str, user: str) -> Result:
+        return CliRunner().invoke(
+            app, ["schema", *args], env={**registry, "BROOK_SCHEMA_REGISTRY_USER_INFO": user}
+        )
+
+    ok = brook("register", "cli-secure-value", str(tmp_path / "s.avsc"), user="alice:alice-secret")
+    assert ok.exit_code == 0 and ok.stdout.startswith("registered cli-secure-value: id "), ok.stderr
+    refused = brook("list", user="alice:wrong")
+    assert refused.exit_code == 1 and "Unauthorized (error_code 401)" in refused.stderr
