@@ -211,3 +211,14 @@ def test_normalize_matches_equivalent_schemas(url: str) -> None:
     _, one = call(f"{url}/subjects/{s}/versions?normalize=true", "POST", {"schema": spelled})
     assert call(f"{url}/subjects/{s}?normalize=true", "POST", {"schema": qualified})[1]["id"] == one["id"]
     assert call(f"{url}/subjects/{s}", "POST", {"schema": qualified})[1]["error_code"] == 40403
+
+
+def test_import_mode_keeps_given_ids_and_versions(url: str) -> None:
+    s = subject()
+    body = {"schema": record(("a", "int"), name=f"I{uuid.uuid4().hex[:8]}"), "id": 5000, "version": 7}
+    assert register(url, s, body["schema"], id=5000)[1]["error_code"] == 42205  # not in IMPORT mode
+    assert call(f"{url}/mode/{s}", "PUT", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    assert call(f"{url}/subjects/{s}/versions", "POST", body) == (200, {"id": 5000})
+    assert call(f"{url}/subjects/{s}/versions/7")[1]["id"] == 5000
+    other = {"schema": record(("b", "int"), name="Other"), "id": 5000}
+    assert call(f"{url}/subjects/{s}/versions", "POST", other)[1]["error_code"] == 42207
