@@ -12,21 +12,15 @@ import pytest
 from typer.testing import CliRunner
 
 from brook.console import app
-from tests.support.broker import BrokerProcess
-from tests.support.registry import registry_args, wait_serving
+from tests.support.registry import serving_broker
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    args, base = registry_args()
-    b = BrokerProcess(tmp_path_factory.mktemp("console-schemas") / "data", args=args).start()
-    try:
-        wait_serving(base)
+    with serving_broker(tmp_path_factory.mktemp("console-schemas") / "data") as (_, base):
         yield base
-    finally:
-        b.stop()
 
 
 class Ran:

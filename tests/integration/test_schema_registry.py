@@ -20,7 +20,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from tests.support.broker import BrokerProcess
-from tests.support.registry import registry_args, wait_serving
+from tests.support.registry import serving_broker
 
 pytestmark = pytest.mark.slow
 
@@ -33,13 +33,8 @@ class Served:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    args, url = registry_args()
-    b = BrokerProcess(tmp_path_factory.mktemp("registry") / "data", args=args).start()
-    try:
-        wait_serving(url)
-        yield Served(b, url)
-    finally:
-        b.stop()
+    with serving_broker(tmp_path_factory.mktemp("registry") / "data") as (broker, url):
+        yield Served(broker, url)
 
 
 def avro_record(name: str, fields: list[dict[str, Any]]) -> str:

@@ -10,21 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.broker import BrokerProcess
-from tests.support.registry import call, registry_args, wait_serving
+from tests.support.registry import call, serving_broker
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    args, base = registry_args()
-    b = BrokerProcess(tmp_path_factory.mktemp("registry-api") / "data", args=args).start()
-    try:
-        wait_serving(base)
+    with serving_broker(tmp_path_factory.mktemp("registry-api") / "data") as (_, base):
         yield base
-    finally:
-        b.stop()
 
 
 def record(*fields: tuple[str, str], name: str = "R") -> str:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+from .broker import BrokerProcess
 from .ports import free_port
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -56,3 +60,15 @@ def wait_serving(url: str, timeout: float = 90.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the schema registry at {url} did not answer in {timeout}s")
         time.sleep(0.2)
+
+
+@contextlib.contextmanager
+def serving_broker(data_dir: Path) -> Iterator[tuple[BrokerProcess, str]]:
+    """A broker serving the registry, and the registry's URL once it answers; stopped after."""
+    args, url = registry_args()
+    broker = BrokerProcess(data_dir, args=args).start()
+    try:
+        wait_serving(url)
+        yield broker, url
+    finally:
+        broker.stop()
