@@ -90,6 +90,7 @@ class Partition:
             leads
         ):  # its epoch starts at the log end, as become_leader records (ListOffsets, OffsetForLeaderEpoch)
             self.epochs.assign(epoch, log.log_end_offset)
+        self._role_seen = leads  # a cluster replica's first role comes from etcd (not a change)
         self._hw = log.log_end_offset
         # A follower serves consumers (KIP-392) only once its current leader has told it the high
         # watermark: until then its own value may be stale, above records about to be truncated.
@@ -124,6 +125,8 @@ class Partition:
 
     def become_leader(self, role: PartitionRole) -> None:
         new_epoch = role.leader_epoch != self.role.leader_epoch or not self.is_leader
+        if new_epoch:
+            self._log_role_change(role)
         self.role = role
         if new_epoch:
             self.epochs.assign(role.leader_epoch, self.log.log_end_offset)
@@ -150,11 +153,25 @@ class Partition:
     def become_follower(self, role: PartitionRole) -> None:
         if (role.leader, role.leader_epoch) != (self.role.leader, self.role.leader_epoch):
             self._hw_from_leader = False
+            self._log_role_change(role)
         self.role = role
         self.followers = {}
         self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._fail_deletes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.wake_fetchers()
+
+    def _log_role_change(self, role: PartitionRole) -> None:
+        """A replica's change of leader or epoch, as Kafka logs it: who answered what in a failover is
+        read from these lines. A replica's first role (start-up, a new topic) is not logged."""
+        if not self._role_seen:
+            self._role_seen = True
+            return
+        what = "leader" if role.leader == self.node_id else f"follower of broker {role.leader}"
+        logger.info(
+            "%s-%d: %s at epoch %d (was epoch %d, leader %d), log end %d",
+            self.topic, self.index, what, role.leader_epoch, self.role.leader_epoch, self.role.leader,
+            self.log.log_end_offset,
+        )  # fmt: skip
 
     # -- high watermark ----------------------------------------------------------------------------
     @property
