@@ -224,6 +224,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--kinds", default=",".join(Soak.KINDS), help="comma-separated fault kinds")
     a = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C: brokers, etcd and the network namespaces go with the soak.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     kinds = tuple(k for k in a.kinds.split(",") if k)
     unknown = set(kinds) - set(Soak.KINDS)
     if unknown:
