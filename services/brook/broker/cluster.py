@@ -51,11 +51,11 @@ from brook.metadata import (
     assign_replicas,
 )
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.replication.follower import LeaderFetcher, Throttle
 from brook.tasks import cancel_and_wait
 
 from .cluster_metadata import BrokerHost
 from .controller import Controller
-from .follower import LeaderFetcher, Throttle
 from .inter_broker import peer_security
 from .partition import Partition, PartitionRole, now_ms
 from .partition_budget import check_cluster_budget
@@ -119,7 +119,7 @@ class ClusterNode:
         self.controller: ControllerInfo | None = None
         self.revision = 0
         self._changed = asyncio.Condition()
-        self._fetchers: dict[int, LeaderFetcher] = {}
+        self._fetchers: dict[int, LeaderFetcher[Partition]] = {}
         self._throttle = Throttle(self.settings.replication_throttled_rate)
         self._controller: Controller | None = None
         self._tasks: list[asyncio.Task[None]] = []

@@ -40,8 +40,7 @@ from brook.protocol.fetch import (
     FetchTopic,
     FetchTopicResult,
 )
-
-from .follower_progress import FetchClock
+from brook.replication.follower_progress import FetchClock
 
 if TYPE_CHECKING:
     from .fetch_waiter import FetchWaiter

@@ -20,9 +20,9 @@ from brook.protocol.batch import iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.txn_records import build_control_batch, control_marker
 from brook.replication.epochs import LeaderEpochCache
+from brook.replication.follower_progress import FetchClock, FollowerProgress
 
 from .fetch_waiter import ChangeListener
-from .follower_progress import FetchClock, FollowerProgress
 from .leader_fence import LeaderFence
 from .producer_snapshot import decode_snapshot, encode_snapshot
 from .producer_state import CompletedTxn, ProducerStateTable
