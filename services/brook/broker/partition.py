@@ -19,6 +19,7 @@ from brook.log.txn_index import AbortedTxn
 from brook.protocol.batch import iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.txn_records import build_control_batch, control_marker
+from brook.replication import isr as isr_rules
 from brook.replication.epochs import LeaderEpochCache
 from brook.replication.follower_progress import FetchClock, FollowerProgress
 
@@ -181,13 +182,7 @@ class Partition:
         if not self.is_leader:
             return
         leo = self.log.log_end_offset
-        isr = self._maximal_isr()
-        if len(isr) == 1 and isr[0] == self.node_id:  # no follower to wait for (every append of RF=1)
-            end = leo
-        else:
-            followers = self.followers
-            ends = [followers[r].log_end_offset if r in followers else -1 for r in isr if r != self.node_id]
-            end = min(leo, *ends) if ends else leo
+        end = isr_rules.committed_end(self.node_id, leo, self._maximal_isr(), self.followers)
         hw = max(self._hw, end)
         if hw != self._hw:
             self._hw = hw
@@ -211,16 +206,8 @@ class Partition:
         if log_start_offset != state.log_start_offset:
             state.log_start_offset = log_start_offset
             self._release_deletes()
-        now, leo = _now_ms(), self.log.log_end_offset
-        if fetch_offset >= leo:
-            state.last_caught_up_ms = now
-        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
-            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
-        moved = fetch_offset != state.log_end_offset
-        state.log_end_offset = fetch_offset
-        state.last_fetch_leader_leo = leo
-        state.last_fetch_ms = now
-        state.clock = clock
+        leo = self.log.log_end_offset
+        moved = isr_rules.record_fetch(state, fetch_offset, leo, _now_ms(), clock)
         if clock is None or fetch_offset < leo or replica_id not in self.role.isr:
             self._isr_due.add(self)
         if moved:  # the high watermark can only move with a member's log end (or the ISR: become_leader)
@@ -242,36 +229,24 @@ class Partition:
         self._proposed_isr = (self.role.version, list(isr))
 
     def _maximal_isr(self) -> list[int]:
-        proposed = self._proposed_isr
-        if proposed is None or proposed[0] != self.role.version:
-            return self.role.isr
-        return self.role.isr + [r for r in proposed[1] if r not in self.role.isr]
+        return isr_rules.maximal_isr(self.role.isr, self.role.version, self._proposed_isr)
 
     def isr_change(self, lag_max_ms: int) -> list[int] | None:
         """The ISR this leader should record now (followers lagging too long out, caught-up ones in),
         or None when it is right as it is."""
         if not self.is_leader or self.log.offline:
             return None  # an offline log's followers stop fetching: that is no reason to drop them
-        now = _now_ms()
-        isr = [self.node_id]
-        for r in self.role.replicas:
-            if r == self.node_id:
-                continue
-            state = self.followers.get(r)
-            if state is None:
-                continue
-            if r in self.role.isr:
-                if now - state.caught_up_ms <= lag_max_ms:
-                    isr.append(r)
-            elif (
-                state.fetched_ms > state.out_of_isr_since_ms  # alive: it fetched since it left
-                and state.log_end_offset >= self.high_watermark
-                and state.log_end_offset >= self._epoch_start()
-            ):
-                isr.append(r)
-        if sorted(isr) == sorted(self.role.isr):
-            return None
-        return sorted(isr)
+        role = self.role
+        return isr_rules.isr_change(
+            self.node_id,
+            role.replicas,
+            role.isr,
+            self.followers,
+            now_ms=_now_ms(),
+            lag_max_ms=lag_max_ms,
+            high_watermark=self.high_watermark,
+            epoch_start=self._epoch_start(),
+        )
 
     def isr_settled(self, lag_max_ms: int) -> bool:
         """No ISR change can be due before one of this partition's methods runs or a follower's fetch
@@ -279,18 +254,12 @@ class Partition:
         fetching by a session that fetched within the lag time. The ISR loop then stops looking here."""
         if not self.is_leader:
             return True
-        if self.log.offline or sorted(self.role.isr) != sorted(self.role.replicas):
+        if self.log.offline:
             return False
-        now = _now_ms()
-        for r in self.role.replicas:
-            if r == self.node_id:
-                continue
-            state = self.followers.get(r)
-            if state is None or state.clock is None or not state.caught_up_at_walk:
-                return False
-            if now - state.clock.fetch_ms > lag_max_ms:
-                return False
-        return True
+        role = self.role
+        return isr_rules.isr_settled(
+            self.node_id, role.replicas, role.isr, self.followers, now_ms=_now_ms(), lag_max_ms=lag_max_ms
+        )
 
     def _epoch_start(self) -> int:
         entries = self.epochs.entries()
