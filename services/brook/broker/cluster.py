@@ -50,9 +50,10 @@ from brook.metadata import (
 )
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.replication.fetchers import ReplicaFetchers
+from brook.replication.replica import LeaderAndIsr
 from brook.tasks import cancel_and_wait
 
-from .cluster_metadata import BrokerHost
+from .cluster_metadata import BrokerHost, LiveBroker
 from .controller import Controller
 from .inter_broker import peer_security
 from .partition import Partition, PartitionRole, now_ms
@@ -214,22 +215,22 @@ class ClusterNode:
     def offline_partitions(self) -> int:
         return sum(1 for st in self.states.values() if st.leader not in self.live)
 
-    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+    def brokers(self, listener: str | None = None) -> list[LiveBroker]:
         return [
-            (b.broker_id, *b.endpoint(listener), b.rack)
+            LiveBroker(b.broker_id, *b.endpoint(listener), b.rack)
             for b in sorted(self.live.values(), key=lambda b: b.broker_id)
         ]
 
-    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
+    def partition_state(self, topic: str, index: int) -> LeaderAndIsr:
         rec = self.topics.get(topic)
         if rec is None or not 0 <= index < rec.partitions:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} does not exist")
         st = self.states.get((topic, index))
         replicas = list(rec.assignment[index])
         if st is None:
-            return NO_LEADER, -1, replicas, []
+            return LeaderAndIsr(NO_LEADER, -1, replicas, [])
         leader = st.leader if st.leader in self.live else NO_LEADER
-        return leader, st.leader_epoch, replicas, list(st.isr)
+        return LeaderAndIsr(leader, st.leader_epoch, replicas, list(st.isr))
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         """Until the view (fed by the watch) satisfies `predicate`."""

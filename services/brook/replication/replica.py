@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, Self, TypeVar
+from typing import NamedTuple, Protocol, Self, TypeVar
 
 from brook.log import PartitionLog
 
@@ -65,3 +65,13 @@ class LeaderReplica(Protocol):
     def role(self) -> Assignment: ...
     @property
     def followers(self) -> Mapping[int, FollowerProgress]: ...
+
+
+class LeaderAndIsr(NamedTuple):
+    """A partition's replication state as clients are told it (Metadata, FindCoordinator): its leader
+    (-1: none live), the leader's epoch, its replicas and its in-sync replicas."""
+
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
