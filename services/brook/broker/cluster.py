@@ -50,6 +50,7 @@ from brook.metadata import (
 )
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.replication.fetchers import ReplicaFetchers
+from brook.replication.isr import due_isr_changes
 from brook.replication.replica import LeaderAndIsr
 from brook.tasks import cancel_and_wait
 
@@ -552,15 +553,9 @@ class ClusterNode:
         while True:
             await asyncio.sleep(_ISR_CHECK_S)
             due.update(self.broker.fetch_sessions.stale_partitions(now_ms(), lag))
-            for p in list(due):
-                if replicas.local_partition(p.topic, p.index) is not p:
-                    due.discard(p)  # dropped or replaced
-                    continue
-                new_isr = p.isr_change(lag)
-                if new_isr is None and p.isr_settled(lag):
-                    due.discard(p)
+            for p, new_isr in due_isr_changes(due, lag, self._hosted):
                 st = self.states.get((p.topic, p.index))
-                if new_isr is None or st is None or st.leader != self.node_id:
+                if st is None or st.leader != self.node_id:
                     continue
                 new_isr = [r for r in new_isr if r in self.live or r in st.isr]  # the dead do not come back
                 if sorted(new_isr) == sorted(st.isr):
@@ -585,6 +580,9 @@ class ClusterNode:
                     self.broker.metrics.on_isr_expand()
                 if self._set_state(p.topic, p.index, written):
                     self._apply_role(p.topic, p.index)
+
+    def _hosted(self, p: Partition) -> bool:
+        return self.broker.replicas.local_partition(p.topic, p.index) is p
 
     # -- controller --------------------------------------------------------------------------------
     async def _elected(self, info: ControllerInfo) -> None:

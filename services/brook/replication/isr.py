@@ -5,9 +5,36 @@ Times are monotonic milliseconds, given by the caller."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from typing import Protocol, TypeVar
 
 from .follower_progress import FetchClock, FollowerProgress
+
+
+class LedReplica(Hashable, Protocol):
+    """A replica this broker leads, as the ISR loop sees it (the broker's Partition)."""
+
+    def isr_change(self, lag_max_ms: int) -> list[int] | None: ...
+    def isr_settled(self, lag_max_ms: int) -> bool: ...
+
+
+L = TypeVar("L", bound=LedReplica)
+
+
+def due_isr_changes(
+    due: set[L], lag_max_ms: int, current: Callable[[L], bool]
+) -> Iterator[tuple[L, list[int]]]:
+    """The ISR changes the led replicas in `due` call for, one at a time (the caller records each before
+    the next is decided); a replica no longer `current` (dropped, replaced) or settled leaves `due`."""
+    for p in list(due):
+        if not current(p):
+            due.discard(p)
+            continue
+        new_isr = p.isr_change(lag_max_ms)
+        if new_isr is None and p.isr_settled(lag_max_ms):
+            due.discard(p)
+        if new_isr is not None:
+            yield p, new_isr
 
 
 def record_fetch(
