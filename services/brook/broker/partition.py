@@ -20,6 +20,7 @@ from brook.protocol.batch import iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.txn_records import build_control_batch, control_marker
 from brook.replication import isr as isr_rules
+from brook.replication.acks import AckWaiters
 from brook.replication.epochs import LeaderEpochCache
 from brook.replication.follower_progress import FetchClock, FollowerProgress
 
@@ -102,7 +103,7 @@ class Partition:
         # one adds itself when its followers' state may call for a change; see isr_settled.
         self._isr_due: set[Partition] = set() if isr_due is None else isr_due
         self._fence = fence or LeaderFence()  # shared by the broker's partitions
-        self._acks: dict[asyncio.Future[None], int] = {}  # acks=all waiters -> the offset each needs
+        self._acks = AckWaiters()  # acks=all produces waiting for the high watermark
         self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
 
     # -- role --------------------------------------------------------------------------------------
@@ -153,7 +154,7 @@ class Partition:
             self._hw_from_leader = False
         self.role = role
         self.followers = {}
-        self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._acks.fail(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._fail_deletes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.wake_fetchers()
 
@@ -531,13 +532,7 @@ class Partition:
         resolves (or a role change or ISR check fails); cancelling it forgets it. Raises as committed()."""
         if self.committed(last_offset, leader_epoch):
             return None
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._acks[fut] = last_offset
-        fut.add_done_callback(self._forget_ack)
-        return fut
-
-    def _forget_ack(self, fut: asyncio.Future[None]) -> None:
-        self._acks.pop(fut, None)
+        return self._acks.wait_for(last_offset)
 
     def committed(self, last_offset: int, leader_epoch: int) -> bool:
         """acks=all without waiting: True when `last_offset` is committed already (a leader without
@@ -562,27 +557,14 @@ class Partition:
 
     def _release_acks(self) -> None:
         if not self._fence.holds():
-            self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # deposed, maybe: acknowledge nothing
+            self._acks.fail(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # deposed, maybe: acknowledge nothing
             return
-        hw = self.high_watermark
-        for fut, offset in list(self._acks.items()):
-            if offset < hw and not fut.done():
-                try:
-                    self._check_isr_after_append()
-                except KafkaError as e:
-                    fut.set_exception(e)
-                else:
-                    fut.set_result(None)
-
-    def _fail_acks(self, code: ErrorCode) -> None:
-        for fut in list(self._acks):
-            if not fut.done():
-                fut.set_exception(KafkaError(code))
+        self._acks.release(self.high_watermark, self._check_isr_after_append)
 
     def log_dir_failed(self) -> None:
         """The log's directory went offline: waiting acks=all produces fail with KAFKA_STORAGE_ERROR
         (not acknowledged: the new leader may not have them), waiting fetches wake (to that error)."""
-        self._fail_acks(ErrorCode.KAFKA_STORAGE_ERROR)
+        self._acks.fail(ErrorCode.KAFKA_STORAGE_ERROR)
         self.wake_fetchers()
 
     def wake_fetchers(self, data: bool = True) -> None:
