@@ -199,7 +199,7 @@ class Partition:
     ) -> None:
         """A follower fetched at `fetch_offset`: everything before it is on the follower's log. With
         `clock` (its fetch session's), the session's later fetches count as fetches at this offset until
-        the partition is walked again (follower_progress.py)."""
+        the partition is walked again (replication/follower_progress.py)."""
         state = self.followers.get(replica_id)
         if state is None:
             return
