@@ -5,18 +5,11 @@ Times are monotonic milliseconds, given by the caller."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 from .follower_progress import FetchClock, FollowerProgress
-
-
-class LedReplica(Hashable, Protocol):
-    """A replica this broker leads, as the ISR loop sees it (the broker's Partition)."""
-
-    def isr_change(self, lag_max_ms: int) -> list[int] | None: ...
-    def isr_settled(self, lag_max_ms: int) -> bool: ...
-
+from .replica import LedReplica
 
 L = TypeVar("L", bound=LedReplica)
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import NamedTuple, Protocol, Self, TypeVar
 
 from brook.log import PartitionLog
@@ -65,6 +65,13 @@ class LeaderReplica(Protocol):
     def role(self) -> Assignment: ...
     @property
     def followers(self) -> Mapping[int, FollowerProgress]: ...
+
+
+class LedReplica(Hashable, Protocol):
+    """A replica this broker leads, as the ISR loop sees it."""
+
+    def isr_change(self, lag_max_ms: int) -> list[int] | None: ...
+    def isr_settled(self, lag_max_ms: int) -> bool: ...
 
 
 class LeaderAndIsr(NamedTuple):
