@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from . import GROUP, VERSION, brokerconfig, resources, rolling, scaledown, status, tls
+from .admin_access import AdminFor, cluster_admin
 from .apply import OwnershipConflict
 from .facts import AdminError, ClusterSnapshot
 from .kube import ApiError
@@ -77,10 +78,6 @@ def with_owner(manifests: Iterable[dict[str, Any]], ref: Mapping[str, Any]) -> l
     return out
 
 
-def kafka_bootstrap(settings: OperatorSettings, name: str, namespace: str, port: int) -> str:
-    return settings.bootstrap_template.format(name=name, namespace=namespace, port=port)
-
-
 def pod_states(pods: Iterable[Mapping[str, Any]], revision: str) -> list[rolling.PodState]:
     out = []
     for p in pods:
@@ -112,7 +109,7 @@ async def reconcile_cluster(
     body: Mapping[str, Any],
     *,
     kube: ClusterKube,
-    admin_for: Callable[..., ClusterAdmin],
+    admin_for: AdminFor[ClusterAdmin],
     settings: OperatorSettings,
     now: str,
 ) -> dict[str, Any]:
@@ -149,14 +146,9 @@ async def reconcile_cluster(
     states = pod_states(pods, revision)
     ready = sum(1 for s in states if s.ready)
 
-    if spec.secured:  # through the replication listener, with the operator's certificate
-        op_tls = tls.secret_data(await kube.get("Secret", namespace, tls.operator_tls(name)))
-        address, security = tls.admin_connection(
-            name, namespace, spec, op_tls, settings.bootstrap_template, settings.verify_hostname
-        )
-        admin = admin_for(address, security)
-    else:
-        admin = admin_for(kafka_bootstrap(settings, name, namespace, spec.listener.port))
+    admin = await cluster_admin(
+        admin_for, kube, name, namespace, spec, settings.bootstrap_template, settings.verify_hostname
+    )
     snapshot: ClusterSnapshot | None = None
     kafka_error: str | None = None
     if ready > 0:

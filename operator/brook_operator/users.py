@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from . import GROUP, VERSION, certs, status, tls
+from .admin_access import AdminFor, cluster_admin
 from .facts import AdminError
 from .kube import ApiError
 from .resources import names
@@ -49,10 +50,6 @@ class UserAdmin(Protocol):
     async def delete_acls(self, principal: str, rules: Iterable[AclRule]) -> None: ...
 
     async def set_quotas(self, user: str, quotas: Quotas) -> None: ...
-
-
-class AdminFor(Protocol):
-    def __call__(self, bootstrap: str, security: Mapping[str, str] | None = None) -> Any: ...
 
 
 def owner_reference(name: str, uid: str) -> dict[str, Any]:
@@ -135,7 +132,7 @@ async def reconcile_user(
     body: Mapping[str, Any],
     *,
     kube: UserKube,
-    admin_for: AdminFor,
+    admin_for: AdminFor[UserAdmin],
     template: str,
     now: str,
     verify: bool = True,
@@ -197,11 +194,9 @@ async def reconcile_user(
         data = maybe
         manifest = tls.secret(name, namespace, user.cluster, data)
     manifest["metadata"]["ownerReferences"] = [owner_reference(name, uid)]
-    op_tls = tls.secret_data(await kube.get("Secret", namespace, tls.operator_tls(user.cluster)))
-    bootstrap, security = tls.admin_connection(user.cluster, namespace, cspec, op_tls, template, verify)
     try:
         await kube.apply(manifest)
-        admin: UserAdmin = admin_for(bootstrap, security) if security is not None else admin_for(bootstrap)
+        admin = await cluster_admin(admin_for, kube, user.cluster, namespace, cspec, template, verify)
         if user.authentication == "scram-sha-512":
             await _scram(admin, user, data)
         await _agree(admin, user, cspec)
@@ -240,7 +235,12 @@ async def _agree(admin: UserAdmin, user: UserSpec, cspec: ClusterSpec) -> None:
 
 
 async def delete_user(
-    body: Mapping[str, Any], *, kube: UserKube, admin_for: AdminFor, template: str, verify: bool = True
+    body: Mapping[str, Any],
+    *,
+    kube: UserKube,
+    admin_for: AdminFor[UserAdmin],
+    template: str,
+    verify: bool = True,
 ) -> str:
     """Remove the User's credential, ACLs and quotas from its cluster; a message for the log."""
     meta = body.get("metadata") or {}
@@ -256,9 +256,7 @@ async def delete_user(
         cspec = parse_cluster(user.cluster, cluster_obj.get("spec"))
     except SpecError:
         return f"Cluster {user.cluster} is invalid: nothing removed"
-    op_tls = tls.secret_data(await kube.get("Secret", namespace, tls.operator_tls(user.cluster)))
-    bootstrap, security = tls.admin_connection(user.cluster, namespace, cspec, op_tls, template, verify)
-    admin: UserAdmin = admin_for(bootstrap, security) if security is not None else admin_for(bootstrap)
+    admin = await cluster_admin(admin_for, kube, user.cluster, namespace, cspec, template, verify)
     if user.authentication == "scram-sha-512" and user.username in await admin.scram_users():
         await admin.delete_scram(user.username)
     if cspec.authorization.enabled or user.acls:  # (a cluster without ACLs may not have the API)

@@ -16,6 +16,7 @@ A transaction whose commit failed either way (a timeout, a fenced producer) may 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -88,8 +89,6 @@ class Workload:
         return {"bootstrap.servers": self.bootstrap, "retry.backoff.ms": 50, **extra}
 
     def _idem(self) -> None:
-        p = Producer(self._config(acks="all", **{"enable.idempotence": True, "linger.ms": 5}))
-
         def delivered(err: Any, msg: Any) -> None:
             with self._lock:
                 if err is None:
@@ -99,14 +98,24 @@ class Workload:
 
         n = 0
         while not self._producers_done.is_set():
+            p = Producer(self._config(acks="all", **{"enable.idempotence": True, "linger.ms": 5}))
             try:
-                p.produce(self.topic, b"i-%08d" % n, key=b"%d" % (n % 16), on_delivery=delivered)
-            except BufferError:  # the local queue is full while the cluster is away: wait, then retry n
-                p.poll(0.1)
-                continue
-            p.poll(0.002)
-            n += 1
-        p.flush(60)
+                while not self._producers_done.is_set():
+                    try:
+                        p.produce(self.topic, b"i-%08d" % n, key=b"%d" % (n % 16), on_delivery=delivered)
+                    except BufferError:  # the local queue is full while the cluster is away: retry n
+                        p.poll(0.1)
+                        continue
+                    p.poll(0.002)
+                    n += 1
+                p.flush(60)
+            except KafkaException as e:
+                # Fatal for this producer (its queued records fail: unacknowledged, maybe written);
+                # a broker's wrong answer is the usual cause, so it is counted, and a new producer
+                # (a new producer id) goes on: the workload outlives it.
+                self.errors[f"idempotent producer: {e.args[0].name()}"] += 1
+                with contextlib.suppress(KafkaException):
+                    p.flush(5)
 
     def _txn(self) -> None:
         k = 0

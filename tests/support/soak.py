@@ -182,15 +182,21 @@ class Soak:
             self.stalls.append(f"{kind} #{sum(self.faults.values())}")
 
 
-def soak(root: Path, faults: int, seed: int, kinds: tuple[str, ...] = Soak.KINDS) -> dict[str, object]:
-    """Run `faults` faults drawn from `kinds`; the figures and the checker's verdict."""
+def soak(
+    root: Path, faults: int, seed: int, kinds: tuple[str, ...] = Soak.KINDS, minutes: float | None = None
+) -> dict[str, object]:
+    """Run `faults` faults drawn from `kinds` (fewer if `minutes` run out first); the figures and the
+    checker's verdict."""
     rng = random.Random(seed)
     s = Soak(root, rng)
     start = time.monotonic()
     try:
         work = s.start()
         try:
+            ends = start + minutes * 60 if minutes is not None else float("inf")
             for i in range(faults):
+                if time.monotonic() >= ends:
+                    break
                 s.inject(work, rng.choice(kinds))
                 if (i + 1) % 50 == 0:
                     print(f"soak: {i + 1} faults, {len(work.acked)} acked", file=sys.stderr, flush=True)
@@ -223,13 +229,16 @@ def main() -> None:
     ap.add_argument("--faults", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=int(time.time()))
     ap.add_argument("--kinds", default=",".join(Soak.KINDS), help="comma-separated fault kinds")
+    ap.add_argument("--minutes", type=float, help="stop injecting after this long, then check")
     a = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C: brokers, etcd and the network namespaces go with the soak.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     kinds = tuple(k for k in a.kinds.split(",") if k)
     unknown = set(kinds) - set(Soak.KINDS)
     if unknown:
         ap.error(f"unknown fault kinds: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory(prefix="brook-soak-") as root:
-        report = soak(Path(root), a.faults, a.seed, kinds)
+        report = soak(Path(root), a.faults, a.seed, kinds, a.minutes)
     print(json.dumps({"seed": a.seed, **report}, indent=1, default=_plain))
     raise SystemExit(0 if report["ok"] else 1)
 

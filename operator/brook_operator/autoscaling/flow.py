@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -76,13 +76,12 @@ async def autoscale(
     body: Mapping[str, Any],
     *,
     state: State | None,
-    admin_for: Callable[[str], AutoscaleAdmin],
     load: LoadSource,
     settings: AutoscaleSettings,
-    bootstrap_for: Callable[[ClusterSpec], str],
+    admin_of: Callable[[ClusterSpec], Awaitable[AutoscaleAdmin]],
     now: float,
 ) -> PassResult:
-    """One pass. `admin_for(bootstrap)` → AutoscaleAdmin; `bootstrap_for(spec)` → how to reach Kafka."""
+    """One pass. `admin_of(spec)` → the cluster's AutoscaleAdmin (admin_access.cluster_admin)."""
     meta = body.get("metadata") or {}
     name, namespace = str(meta["name"]), str(meta["namespace"])
     generation = meta.get("generation")
@@ -121,7 +120,7 @@ async def autoscale(
         return finish(Report(report.DISABLED, msg, progress=Progress(False, report.IDLE, msg)), s)
 
     policy = Policy.from_spec(a)
-    admin = admin_for(bootstrap_for(spec))
+    admin = await admin_of(spec)
     try:
         snapshot = await admin.snapshot()
         moving = await admin.list_reassignments()

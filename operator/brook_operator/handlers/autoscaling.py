@@ -11,8 +11,8 @@ from typing import Any
 import kopf
 
 from .. import GROUP, VERSION, prometheus
-from ..autoscaling.flow import AutoscaleSettings, autoscale
-from ..cluster import kafka_bootstrap
+from ..admin_access import cluster_admin
+from ..autoscaling.flow import AutoscaleAdmin, AutoscaleSettings, autoscale
 from ..spec import ClusterSpec
 from .runtime import Runtime
 
@@ -43,17 +43,19 @@ async def cluster_autoscale(body: kopf.Body, patch: kopf.Patch, memo: Runtime, *
     name, namespace = body.metadata.name or "", body.metadata.namespace or ""
     uid = body.metadata.uid or f"{namespace}/{name}"
 
-    def bootstrap(spec: ClusterSpec) -> str:
-        return kafka_bootstrap(memo.settings, name, namespace, spec.listener.port)
+    async def admin_of(spec: ClusterSpec) -> AutoscaleAdmin:
+        s = memo.settings
+        return await cluster_admin(
+            memo.admins.get, memo.kube, name, namespace, spec, s.bootstrap_template, s.verify_hostname
+        )
 
     async with memo.lock("autoscale", namespace, name):
         result = await autoscale(
             body,
             state=memo.autoscaling.get(uid),
-            admin_for=memo.admins.get,
             load=load_from_prometheus,
             settings=SETTINGS,
-            bootstrap_for=bootstrap,
+            admin_of=admin_of,
             now=time.time(),
         )
         memo.autoscaling[uid] = result.state

@@ -20,3 +20,6 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     )
     settings.posting.level = logging.WARNING  # Events for problems only, not for every handler run
     settings.peering.standalone = True  # one active replica is chosen by the Lease (see main)
+    # A resync timer caught mid-run by a deletion is checked again after this long before the
+    # finalizer goes (kopf's default, 60 s, held deleted Clusters for a minute).
+    settings.background.cancellation_polling = 1.0

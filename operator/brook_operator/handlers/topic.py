@@ -8,8 +8,8 @@ from typing import Any
 
 import kopf
 
-from .. import GROUP, VERSION, tls, topics
-from ..cluster import kafka_bootstrap
+from .. import GROUP, VERSION, topics
+from ..admin_access import cluster_admin
 from ..spec import ClusterSpec
 from .runtime import Runtime, now
 
@@ -37,14 +37,11 @@ async def _context(
     specs = [s for s in spec_index.get((ns, cluster), []) if s is not None]
     if not specs:
         return claims, None
-    spec = specs[0]
-    if not spec.secured:
-        return claims, memo.admins.get(kafka_bootstrap(memo.settings, cluster, ns, spec.listener.port))
-    op_tls = tls.secret_data(await memo.kube.get("Secret", ns, tls.operator_tls(cluster)))
-    address, security = tls.admin_connection(
-        cluster, ns, spec, op_tls, memo.settings.bootstrap_template, memo.settings.verify_hostname
+    s = memo.settings
+    admin = await cluster_admin(
+        memo.admins.get, memo.kube, cluster, ns, specs[0], s.bootstrap_template, s.verify_hostname
     )
-    return claims, memo.admins.get(address, security)
+    return claims, admin
 
 
 @kopf.on.create(GROUP, VERSION, "topics")

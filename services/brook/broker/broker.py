@@ -15,6 +15,7 @@ from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.metadata import AclKey, ScramCredential
 from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.replication.replica import LeaderAndIsr
 from brook.security.acls import table_from_stored
 from brook.security.authorizer import Authorizer
 from brook.security.connection_limits import raise_open_file_limit
@@ -23,7 +24,7 @@ from brook.security.quotas import ClientQuotas
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
 from .cluster import ClusterNode
-from .cluster_metadata import ClusterMetadata
+from .cluster_metadata import ClusterMetadata, LiveBroker
 from .fetch_sessions import FetchSessionCache
 from .internal_topics import InternalTopic
 from .log_dir_failure import LogDirFailureHandler
@@ -73,7 +74,7 @@ class Broker:
     def controller_id(self) -> int:
         return self.metadata.controller_id
 
-    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+    def brokers(self, listener: str | None = None) -> list[LiveBroker]:
         """(node id, host, port, rack) of every live broker, as advertised on `listener` (clients are
         answered with the addresses of the listener they came in on); None: the inter-broker one."""
         return self.metadata.brokers(listener)
@@ -84,12 +85,12 @@ class Broker:
                 return host, port
         return None
 
-    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
+    def partition_state(self, topic: str, index: int) -> LeaderAndIsr:
         """(leader, leader epoch, replicas, ISR) of a partition as clients should see it."""
         return self.metadata.partition_state(topic, index)
 
     def leader_epoch(self, topic: str, index: int) -> int:
-        return self.partition_state(topic, index)[1]
+        return self.partition_state(topic, index).leader_epoch
 
     # -- admin -------------------------------------------------------------------------------------
     async def create_topic(

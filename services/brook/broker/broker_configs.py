@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from brook.config import TOPIC_CONFIGS
+from brook.protocol.config_types import ConfigSource
 
 from .options import OPTIONS, Option
 from .settings import BrokerSettings
 
 # ConfigSource ids (DescribeConfigs v1+).
-SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_BROKER_LOGGER = 4, 5, 6
 # ConfigType ids (DescribeConfigs v3+).
 TYPES = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8}
 
@@ -205,14 +205,14 @@ _ALWAYS_SET = ("broker.id", "node.id", "log.dirs", "listeners", "advertised.list
 class ConfigValue:
     name: str
     value: str | None
-    source: int
+    source: ConfigSource
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerConfigEntry:
     name: str
     value: str | None
-    source: int
+    source: ConfigSource
     config_type: int
     doc: str
     synonyms: tuple[ConfigValue, ...]  # the whole chain; the handler sends it when asked
@@ -289,12 +289,13 @@ def broker_configs(s: BrokerSettings, keys: Iterable[str] | None = None) -> list
         if wanted is not None and name not in wanted:
             continue
         group = synonyms_of(name)
-        chain = [ConfigValue(n, static[n], SOURCE_STATIC_BROKER) for n in group if n in static]
-        chain += [ConfigValue(n, DEFS[n].default, SOURCE_DEFAULT) for n in group if DEFS[n].default]
+        static_, default = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG
+        chain = [ConfigValue(n, static[n], static_) for n in group if n in static]
+        chain += [ConfigValue(n, DEFS[n].default, default) for n in group if DEFS[n].default]
         while chain and chain[0].name != name:  # more specific synonyms do not describe this name
             chain.pop(0)
         value = static.get(name, d.default)
-        source = chain[0].source if chain else SOURCE_DEFAULT
+        source = chain[0].source if chain else ConfigSource.DEFAULT_CONFIG
         out.append(BrokerConfigEntry(name, value, source, TYPES[d.type], d.doc, tuple(chain)))
     return out
 

@@ -38,7 +38,6 @@ from brook.metadata import (
     PartitionState,
     PartitionStateChanged,
     PartitionStateDeleted,
-    PlacementError,
     Reassignment,
     ReassignmentChanged,
     ScramChanged,
@@ -48,17 +47,18 @@ from brook.metadata import (
     TopicDeleted,
     TopicExistsError,
     TopicRecord,
-    assign_replicas,
 )
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.replication.fetchers import ReplicaFetchers
+from brook.replication.isr import due_isr_changes
+from brook.replication.replica import LeaderAndIsr
 from brook.tasks import cancel_and_wait
 
-from .cluster_metadata import BrokerHost
+from .cluster_metadata import BrokerHost, LiveBroker
 from .controller import Controller
-from .follower import LeaderFetcher, Throttle
 from .inter_broker import peer_security
 from .partition import Partition, PartitionRole, now_ms
-from .partition_budget import check_cluster_budget
+from .placement import ClusterPlacement
 from .topics import TopicMeta
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,6 @@ class ClusterNode:
         self.client = EtcdClient(self.settings.etcd_endpoints, auth=self.settings.etcd_auth)
         self.store = EtcdMetadataStore(self.client, self.settings.cluster_name)
         host, port = self.settings.advertised
-        self._peer_security = peer_security(self.settings)
         self.registry = BrokerRegistry(
             self.client,
             self.store.layout,
@@ -119,8 +118,13 @@ class ClusterNode:
         self.controller: ControllerInfo | None = None
         self.revision = 0
         self._changed = asyncio.Condition()
-        self._fetchers: dict[int, LeaderFetcher] = {}
-        self._throttle = Throttle(self.settings.replication_throttled_rate)
+        self._fetchers = ReplicaFetchers[Partition](
+            self.node_id,
+            self._throttled,
+            self.settings.replication_throttled_rate,
+            broker.metrics.on_replication_in,
+            peer_security(self.settings),
+        )
         self._controller: Controller | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._pids: list[int] = []  # the rest of this broker's producer-id block
@@ -165,9 +169,7 @@ class ClusterNode:
         if self._controller is not None:
             await self._controller.stop()
         await cancel_and_wait(*self._tasks)
-        for f in self._fetchers.values():
-            await f.stop()
-        self._fetchers.clear()
+        await self._fetchers.stop()
         await self.client.close()
 
     async def leave(self) -> None:
@@ -179,9 +181,7 @@ class ClusterNode:
             await self.election.stop()
         with contextlib.suppress(Exception):
             await self.registry.deregister()
-        for f in self._fetchers.values():
-            await f.stop()
-        self._fetchers.clear()
+        await self._fetchers.stop()
 
     async def rejoin(self) -> None:
         """After `leave` for an offline log directory, now reopened: register again and take the roles
@@ -216,22 +216,22 @@ class ClusterNode:
     def offline_partitions(self) -> int:
         return sum(1 for st in self.states.values() if st.leader not in self.live)
 
-    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+    def brokers(self, listener: str | None = None) -> list[LiveBroker]:
         return [
-            (b.broker_id, *b.endpoint(listener), b.rack)
+            LiveBroker(b.broker_id, *b.endpoint(listener), b.rack)
             for b in sorted(self.live.values(), key=lambda b: b.broker_id)
         ]
 
-    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
+    def partition_state(self, topic: str, index: int) -> LeaderAndIsr:
         rec = self.topics.get(topic)
         if rec is None or not 0 <= index < rec.partitions:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{index} does not exist")
         st = self.states.get((topic, index))
         replicas = list(rec.assignment[index])
         if st is None:
-            return NO_LEADER, -1, replicas, []
+            return LeaderAndIsr(NO_LEADER, -1, replicas, [])
         leader = st.leader if st.leader in self.live else NO_LEADER
-        return leader, st.leader_epoch, replicas, list(st.isr)
+        return LeaderAndIsr(leader, st.leader_epoch, replicas, list(st.isr))
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
         """Until the view (fed by the watch) satisfies `predicate`."""
@@ -255,14 +255,7 @@ class ClusterNode:
         n, rf = self.broker.replicas.validate_new_topic(
             name, partitions, replication_factor, configs, brokers=len(self.live)
         )
-        racks = [(b.broker_id, b.rack) for b in sorted(self.live.values(), key=lambda b: b.broker_id)]
-        if any(r is None for _, r in racks):
-            racks = [(i, None) for i, _ in racks]
-        try:
-            assignment = manual if manual is not None else assign_replicas(racks, n, rf)
-        except PlacementError as e:
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        check_cluster_budget(name, assignment, self.topics, self.reassignments, self.live)
+        assignment = self._placement().new_topic(name, n, rf, manual)
         rec = TopicRecord.new(name, assignment, {k: v for k, v in configs.items() if v is not None})
         if validate_only:
             return topic_meta(rec)
@@ -292,12 +285,7 @@ class ClusterNode:
     ) -> None:
         self.broker.replicas.check_new_partition_count(name, count)
         rec = self.topics[name]
-        racks = [(b.broker_id, None) for b in sorted(self.live.values(), key=lambda b: b.broker_id)]
-        try:
-            extra = manual or assign_replicas(racks, count, rec.replication_factor)[rec.partitions :]
-        except PlacementError as e:
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR, str(e)) from None
-        check_cluster_budget(name, extra, self.topics, self.reassignments, self.live)
+        extra = self._placement().new_partitions(rec, count, manual)
         if validate_only:
             return
         updated = replace(rec, assignment=rec.assignment + tuple(tuple(r) for r in extra))
@@ -370,16 +358,11 @@ class ClusterNode:
                 )
             await self.store.delete_reassignment(topic, partition)
             return
-        if not target or len(set(target)) != len(target):
-            raise KafkaError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"replicas {target} are empty or repeat a broker"
-            )
-        unknown = [b for b in target if b not in self.live]
-        if unknown:
-            raise KafkaError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"brokers {unknown} are not live")
-        adding = [[b for b in target if b not in rec.assignment[partition]]]
-        check_cluster_budget(topic, adding, self.topics, self.reassignments, self.live)
+        self._placement().check_reassignment(rec, partition, target)
         await self.store.put_reassignment(topic, partition, target)
+
+    def _placement(self) -> ClusterPlacement:
+        return ClusterPlacement(self.live, self.topics, self.reassignments)
 
     # -- the view ----------------------------------------------------------------------------------
     def _load(self, snap: MetadataSnapshot) -> None:
@@ -536,38 +519,21 @@ class ClusterNode:
 
     # -- fetchers ----------------------------------------------------------------------------------
     def _follow(self, p: Partition, leader: int) -> None:
-        self._unfollow(p)
         info = self.live.get(leader)
         if leader == NO_LEADER or info is None or self._stopping or self._log_dir_offline:
+            self._fetchers.unfollow(p)
             return
-        fetcher = self._fetchers.get(leader)
-        if fetcher is None or fetcher.address != (info.host, info.port):
-            if fetcher is not None:
-                asyncio.get_running_loop().create_task(fetcher.stop())
-            fetcher = LeaderFetcher(
-                self.node_id,
-                leader,
-                info.host,
-                info.port,
-                self._throttled,
-                self._throttle,
-                self.broker.metrics.on_replication_in,
-                self._peer_security,
-            )
-            self._fetchers[leader] = fetcher
-            fetcher.start()
-            for other in self.broker.replicas.partitions():
-                if not other.is_leader and other.role.leader == leader and other is not p:
-                    fetcher.add(other)
-        fetcher.add(p)
+        self._fetchers.follow(p, leader, (info.host, info.port), self._followers_of)
+
+    def _followers_of(self, leader: int) -> list[Partition]:
+        return [p for p in self.broker.replicas.partitions() if not p.is_leader and p.role.leader == leader]
 
     @property
     def _log_dir_offline(self) -> bool:
         return self.broker.replicas.log_dir.offline
 
     def _unfollow(self, p: Partition) -> None:
-        for f in self._fetchers.values():
-            f.remove(p)
+        self._fetchers.unfollow(p)
 
     def _refresh_fetchers(self) -> None:
         for p in self.broker.replicas.partitions():
@@ -587,15 +553,9 @@ class ClusterNode:
         while True:
             await asyncio.sleep(_ISR_CHECK_S)
             due.update(self.broker.fetch_sessions.stale_partitions(now_ms(), lag))
-            for p in list(due):
-                if replicas.local_partition(p.topic, p.index) is not p:
-                    due.discard(p)  # dropped or replaced
-                    continue
-                new_isr = p.isr_change(lag)
-                if new_isr is None and p.isr_settled(lag):
-                    due.discard(p)
+            for p, new_isr in due_isr_changes(due, lag, self._hosted):
                 st = self.states.get((p.topic, p.index))
-                if new_isr is None or st is None or st.leader != self.node_id:
+                if st is None or st.leader != self.node_id:
                     continue
                 new_isr = [r for r in new_isr if r in self.live or r in st.isr]  # the dead do not come back
                 if sorted(new_isr) == sorted(st.isr):
@@ -620,6 +580,9 @@ class ClusterNode:
                     self.broker.metrics.on_isr_expand()
                 if self._set_state(p.topic, p.index, written):
                     self._apply_role(p.topic, p.index)
+
+    def _hosted(self, p: Partition) -> bool:
+        return self.broker.replicas.local_partition(p.topic, p.index) is p
 
     # -- controller --------------------------------------------------------------------------------
     async def _elected(self, info: ControllerInfo) -> None:

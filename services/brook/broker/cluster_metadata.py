@@ -10,15 +10,25 @@ answers as Kafka does for a one-broker cluster.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from brook.metadata import AclKey, Reassignment, ScramCredential
 from brook.observability import BrokerMetrics
+from brook.replication.replica import LeaderAndIsr
 
 from .fetch_sessions import FetchSessionCache
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
 from .topics import TopicMeta
+
+
+class LiveBroker(NamedTuple):
+    """A live broker as clients are told it: its id, the address of the listener asked about, its rack."""
+
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
 
 
 class BrokerHost(Protocol):
@@ -69,8 +79,8 @@ class ClusterMetadata(Protocol):
         """Partitions being moved, by (topic, index): never any on a single node."""
         ...
 
-    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
-    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]: ...
+    def brokers(self, listener: str | None = None) -> list[LiveBroker]: ...
+    def partition_state(self, topic: str, index: int) -> LeaderAndIsr: ...
     def offline_partitions(self) -> int:
         """How many partitions have no live leader."""
         ...

@@ -22,7 +22,7 @@ answer would not be the same again (errors, records still to read below the read
 incremental request stands for its dirty keys only; an idle one touches no partition. All keys are
 walked again when the `stamp` the handler gives changes (topics or partitions hosted here, ACLs, the
 principal, and once a minute as a safety net). A follower's session has a `clock` that ticks on each
-of its fetches: it counts as a fetch of every partition not walked (follower_progress.py).
+of its fetches: it counts as a fetch of every partition not walked (replication/follower_progress.py).
 """
 
 from __future__ import annotations
@@ -40,8 +40,7 @@ from brook.protocol.fetch import (
     FetchTopic,
     FetchTopicResult,
 )
-
-from .follower_progress import FetchClock
+from brook.replication.follower_progress import FetchClock
 
 if TYPE_CHECKING:
     from .fetch_waiter import FetchWaiter

@@ -4,27 +4,15 @@ broker's credentials)."""
 
 from __future__ import annotations
 
-import ssl
-from dataclasses import dataclass
-
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode
 from brook.protocol.versions import ApiKey
-from brook.replication.peer import Authenticate, PeerConnection
+from brook.replication.peer import PeerConnection, PeerSecurity
 from brook.security.sasl_client import ClientCredentials, ClientExchange, client_context
 
 from .settings import BrokerSettings
 
 _HANDSHAKE_VERSION, _AUTHENTICATE_VERSION = 1, 2
-
-
-@dataclass(frozen=True, slots=True)
-class PeerSecurity:
-    ssl_context: ssl.SSLContext | None = None
-    authenticate: Authenticate | None = None
-
-
-PLAINTEXT = PeerSecurity()
 
 
 def peer_security(settings: BrokerSettings) -> PeerSecurity:

@@ -8,7 +8,9 @@ from typing import Protocol
 
 from brook.protocol.batch import LOG_OVERHEAD, peek_offset_and_size
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.replication.replica import LeaderAndIsr
 
+from .cluster_metadata import LiveBroker
 from .replica_manager import ReplicaManager
 from .topics import TopicMeta
 
@@ -20,12 +22,13 @@ class InternalTopicHost(Protocol):
     def node_id(self) -> int: ...
     @property
     def replicas(self) -> ReplicaManager: ...
-    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
-    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]: ...
+    def brokers(self, listener: str | None = None) -> list[LiveBroker]: ...
+    def partition_state(self, topic: str, index: int) -> LeaderAndIsr: ...
     async def create_topic(
         self, name: str, partitions: int, replication_factor: int, configs: Mapping[str, str | None]
     ) -> TopicMeta: ...
     async def append_committed(self, topic: str, index: int, records: memoryview) -> int: ...
+
 
 _READ_CHUNK = 1024 * 1024
 
@@ -57,13 +60,13 @@ class InternalTopic:
         if self._broker.replicas.log_dir.offline:
             return False  # nothing can be loaded from it or written to it
         try:
-            return self._broker.partition_state(self.name, partition)[0] == self._broker.node_id
+            return self._broker.partition_state(self.name, partition).leader == self._broker.node_id
         except KafkaError:
             return False
 
     def leader_epoch(self, partition: int) -> int:
         try:
-            return self._broker.partition_state(self.name, partition)[1]
+            return self._broker.partition_state(self.name, partition).leader_epoch
         except KafkaError:
             return -1
 

@@ -19,10 +19,12 @@ from brook.log.txn_index import AbortedTxn
 from brook.protocol.batch import iter_headers
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.txn_records import build_control_batch, control_marker
+from brook.replication import isr as isr_rules
+from brook.replication.acks import AckWaiters
 from brook.replication.epochs import LeaderEpochCache
+from brook.replication.follower_progress import FetchClock, FollowerProgress
 
 from .fetch_waiter import ChangeListener
-from .follower_progress import FetchClock, FollowerProgress
 from .leader_fence import LeaderFence
 from .producer_snapshot import decode_snapshot, encode_snapshot
 from .producer_state import CompletedTxn, ProducerStateTable
@@ -90,6 +92,7 @@ class Partition:
             leads
         ):  # its epoch starts at the log end, as become_leader records (ListOffsets, OffsetForLeaderEpoch)
             self.epochs.assign(epoch, log.log_end_offset)
+        self._role_seen = leads  # a cluster replica's first role comes from etcd (not a change)
         self._hw = log.log_end_offset
         # A follower serves consumers (KIP-392) only once its current leader has told it the high
         # watermark: until then its own value may be stale, above records about to be truncated.
@@ -101,7 +104,7 @@ class Partition:
         # one adds itself when its followers' state may call for a change; see isr_settled.
         self._isr_due: set[Partition] = set() if isr_due is None else isr_due
         self._fence = fence or LeaderFence()  # shared by the broker's partitions
-        self._acks: dict[asyncio.Future[None], int] = {}  # acks=all waiters -> the offset each needs
+        self._acks = AckWaiters()  # acks=all produces waiting for the high watermark
         self._deletes: list[tuple[int, asyncio.Future[None]]] = []  # DeleteRecords awaiting the replicas
 
     # -- role --------------------------------------------------------------------------------------
@@ -124,6 +127,8 @@ class Partition:
 
     def become_leader(self, role: PartitionRole) -> None:
         new_epoch = role.leader_epoch != self.role.leader_epoch or not self.is_leader
+        if new_epoch:
+            self._log_role_change(role)
         self.role = role
         if new_epoch:
             self.epochs.assign(role.leader_epoch, self.log.log_end_offset)
@@ -150,11 +155,25 @@ class Partition:
     def become_follower(self, role: PartitionRole) -> None:
         if (role.leader, role.leader_epoch) != (self.role.leader, self.role.leader_epoch):
             self._hw_from_leader = False
+            self._log_role_change(role)
         self.role = role
         self.followers = {}
-        self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self._acks.fail(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self._fail_deletes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.wake_fetchers()
+
+    def _log_role_change(self, role: PartitionRole) -> None:
+        """A replica's change of leader or epoch, as Kafka logs it: who answered what in a failover is
+        read from these lines. A replica's first role (start-up, a new topic) is not logged."""
+        if not self._role_seen:
+            self._role_seen = True
+            return
+        what = "leader" if role.leader == self.node_id else f"follower of broker {role.leader}"
+        logger.info(
+            "%s-%d: %s at epoch %d (was epoch %d, leader %d), log end %d",
+            self.topic, self.index, what, role.leader_epoch, self.role.leader_epoch, self.role.leader,
+            self.log.log_end_offset,
+        )  # fmt: skip
 
     # -- high watermark ----------------------------------------------------------------------------
     @property
@@ -181,13 +200,7 @@ class Partition:
         if not self.is_leader:
             return
         leo = self.log.log_end_offset
-        isr = self._maximal_isr()
-        if len(isr) == 1 and isr[0] == self.node_id:  # no follower to wait for (every append of RF=1)
-            end = leo
-        else:
-            followers = self.followers
-            ends = [followers[r].log_end_offset if r in followers else -1 for r in isr if r != self.node_id]
-            end = min(leo, *ends) if ends else leo
+        end = isr_rules.committed_end(self.node_id, leo, self._maximal_isr(), self.followers)
         hw = max(self._hw, end)
         if hw != self._hw:
             self._hw = hw
@@ -203,7 +216,7 @@ class Partition:
     ) -> None:
         """A follower fetched at `fetch_offset`: everything before it is on the follower's log. With
         `clock` (its fetch session's), the session's later fetches count as fetches at this offset until
-        the partition is walked again (follower_progress.py)."""
+        the partition is walked again (replication/follower_progress.py)."""
         state = self.followers.get(replica_id)
         if state is None:
             return
@@ -211,16 +224,8 @@ class Partition:
         if log_start_offset != state.log_start_offset:
             state.log_start_offset = log_start_offset
             self._release_deletes()
-        now, leo = _now_ms(), self.log.log_end_offset
-        if fetch_offset >= leo:
-            state.last_caught_up_ms = now
-        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
-            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
-        moved = fetch_offset != state.log_end_offset
-        state.log_end_offset = fetch_offset
-        state.last_fetch_leader_leo = leo
-        state.last_fetch_ms = now
-        state.clock = clock
+        leo = self.log.log_end_offset
+        moved = isr_rules.record_fetch(state, fetch_offset, leo, _now_ms(), clock)
         if clock is None or fetch_offset < leo or replica_id not in self.role.isr:
             self._isr_due.add(self)
         if moved:  # the high watermark can only move with a member's log end (or the ISR: become_leader)
@@ -242,36 +247,24 @@ class Partition:
         self._proposed_isr = (self.role.version, list(isr))
 
     def _maximal_isr(self) -> list[int]:
-        proposed = self._proposed_isr
-        if proposed is None or proposed[0] != self.role.version:
-            return self.role.isr
-        return self.role.isr + [r for r in proposed[1] if r not in self.role.isr]
+        return isr_rules.maximal_isr(self.role.isr, self.role.version, self._proposed_isr)
 
     def isr_change(self, lag_max_ms: int) -> list[int] | None:
         """The ISR this leader should record now (followers lagging too long out, caught-up ones in),
         or None when it is right as it is."""
         if not self.is_leader or self.log.offline:
             return None  # an offline log's followers stop fetching: that is no reason to drop them
-        now = _now_ms()
-        isr = [self.node_id]
-        for r in self.role.replicas:
-            if r == self.node_id:
-                continue
-            state = self.followers.get(r)
-            if state is None:
-                continue
-            if r in self.role.isr:
-                if now - state.caught_up_ms <= lag_max_ms:
-                    isr.append(r)
-            elif (
-                state.fetched_ms > state.out_of_isr_since_ms  # alive: it fetched since it left
-                and state.log_end_offset >= self.high_watermark
-                and state.log_end_offset >= self._epoch_start()
-            ):
-                isr.append(r)
-        if sorted(isr) == sorted(self.role.isr):
-            return None
-        return sorted(isr)
+        role = self.role
+        return isr_rules.isr_change(
+            self.node_id,
+            role.replicas,
+            role.isr,
+            self.followers,
+            now_ms=_now_ms(),
+            lag_max_ms=lag_max_ms,
+            high_watermark=self.high_watermark,
+            epoch_start=self._epoch_start(),
+        )
 
     def isr_settled(self, lag_max_ms: int) -> bool:
         """No ISR change can be due before one of this partition's methods runs or a follower's fetch
@@ -279,18 +272,12 @@ class Partition:
         fetching by a session that fetched within the lag time. The ISR loop then stops looking here."""
         if not self.is_leader:
             return True
-        if self.log.offline or sorted(self.role.isr) != sorted(self.role.replicas):
+        if self.log.offline:
             return False
-        now = _now_ms()
-        for r in self.role.replicas:
-            if r == self.node_id:
-                continue
-            state = self.followers.get(r)
-            if state is None or state.clock is None or not state.caught_up_at_walk:
-                return False
-            if now - state.clock.fetch_ms > lag_max_ms:
-                return False
-        return True
+        role = self.role
+        return isr_rules.isr_settled(
+            self.node_id, role.replicas, role.isr, self.followers, now_ms=_now_ms(), lag_max_ms=lag_max_ms
+        )
 
     def _epoch_start(self) -> int:
         entries = self.epochs.entries()
@@ -562,13 +549,7 @@ class Partition:
         resolves (or a role change or ISR check fails); cancelling it forgets it. Raises as committed()."""
         if self.committed(last_offset, leader_epoch):
             return None
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._acks[fut] = last_offset
-        fut.add_done_callback(self._forget_ack)
-        return fut
-
-    def _forget_ack(self, fut: asyncio.Future[None]) -> None:
-        self._acks.pop(fut, None)
+        return self._acks.wait_for(last_offset)
 
     def committed(self, last_offset: int, leader_epoch: int) -> bool:
         """acks=all without waiting: True when `last_offset` is committed already (a leader without
@@ -593,27 +574,14 @@ class Partition:
 
     def _release_acks(self) -> None:
         if not self._fence.holds():
-            self._fail_acks(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # deposed, maybe: acknowledge nothing
+            self._acks.fail(ErrorCode.NOT_LEADER_OR_FOLLOWER)  # deposed, maybe: acknowledge nothing
             return
-        hw = self.high_watermark
-        for fut, offset in list(self._acks.items()):
-            if offset < hw and not fut.done():
-                try:
-                    self._check_isr_after_append()
-                except KafkaError as e:
-                    fut.set_exception(e)
-                else:
-                    fut.set_result(None)
-
-    def _fail_acks(self, code: ErrorCode) -> None:
-        for fut in list(self._acks):
-            if not fut.done():
-                fut.set_exception(KafkaError(code))
+        self._acks.release(self.high_watermark, self._check_isr_after_append)
 
     def log_dir_failed(self) -> None:
         """The log's directory went offline: waiting acks=all produces fail with KAFKA_STORAGE_ERROR
         (not acknowledged: the new leader may not have them), waiting fetches wake (to that error)."""
-        self._fail_acks(ErrorCode.KAFKA_STORAGE_ERROR)
+        self._acks.fail(ErrorCode.KAFKA_STORAGE_ERROR)
         self.wake_fetchers()
 
     def wake_fetchers(self, data: bool = True) -> None:

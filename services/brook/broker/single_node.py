@@ -14,8 +14,9 @@ from typing import Any
 
 from brook.metadata import AclKey, Reassignment, ScramCredential
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.replication.replica import LeaderAndIsr
 
-from .cluster_metadata import BrokerHost
+from .cluster_metadata import BrokerHost, LiveBroker
 from .partition_budget import check_budget
 from .replica_manager import ReplicaManager
 from .topics import LocalMetadataStore, MetadataStore, TopicMeta, new_topic_id
@@ -62,14 +63,14 @@ class SingleNodeMetadata:
     def reassignments(self) -> dict[tuple[str, int], Reassignment]:
         return {}
 
-    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+    def brokers(self, listener: str | None = None) -> list[LiveBroker]:
         host, port = self.settings.advertised
         for li in self.settings.effective_listeners():
             if li.name == listener:
                 host, port = li.advertised_host, li.advertised_port
-        return [(self.settings.node_id, host, port, self.settings.rack)]
+        return [LiveBroker(self.settings.node_id, host, port, self.settings.rack)]
 
-    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]:
+    def partition_state(self, topic: str, index: int) -> LeaderAndIsr:
         p = self._replicas.local_partition(topic, index)
         if p is None:
             if not self._replicas.hosts(topic, index):
@@ -77,9 +78,9 @@ class SingleNodeMetadata:
             # Not opened: its log directory is offline. This node still leads it (and says
             # KAFKA_STORAGE_ERROR to its requests, which is clearer to clients than no leader).
             node = self.settings.node_id
-            return node, -1, [node], [node]
+            return LeaderAndIsr(node, -1, [node], [node])
         role = p.role
-        return role.leader, role.leader_epoch, list(role.replicas), list(role.isr)
+        return LeaderAndIsr(role.leader, role.leader_epoch, list(role.replicas), list(role.isr))
 
     def offline_partitions(self) -> int:
         return 0  # this node leads every partition it has

@@ -14,6 +14,7 @@ from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.versions import ApiKey
 from brook.replication.peer import PeerConnection
+from brook.replication.replica import LeaderAndIsr
 
 from .inter_broker import peer_security
 from .replica_manager import ReplicaManager
@@ -36,7 +37,7 @@ class MarkerHost(Protocol):
     def replicas(self) -> ReplicaManager: ...
     @property
     def groups(self) -> GroupCoordinator: ...
-    def partition_state(self, topic: str, index: int) -> tuple[int, int, list[int], list[int]]: ...
+    def partition_state(self, topic: str, index: int) -> LeaderAndIsr: ...
     def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None: ...
 
 
@@ -73,7 +74,7 @@ class TxnMarkerWriter:
         results: dict[Partition, ErrorCode] = {}
         for topic, index in partitions:
             try:
-                leader = self._broker.partition_state(topic, index)[0]
+                leader = self._broker.partition_state(topic, index).leader
             except KafkaError as e:
                 results[(topic, index)] = e.code
                 continue

@@ -24,11 +24,11 @@ BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 STABLE_S = 60.0  # a broker up this long before it dies restarts with the shortest backoff again
 
 
-def die_with_parent() -> None:
-    """preexec_fn: SIGTERM this child when its parent dies (Linux; elsewhere nothing)."""
+def die_with_parent(sig: signal.Signals = signal.SIGTERM) -> None:
+    """preexec_fn: send this child `sig` when its parent dies (Linux; elsewhere nothing)."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
 
 
 def exit_reason(code: int) -> str:

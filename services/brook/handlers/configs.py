@@ -7,9 +7,10 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from brook.broker.broker import Broker
-from brook.broker.broker_configs import SOURCE_BROKER_LOGGER, broker_configs, logger_levels
+from brook.broker.broker_configs import broker_configs, logger_levels
 from brook.config import BROKER_TOPIC_SYNONYMS, TOPIC_CONFIGS, validate_topic_config
 from brook.protocol import messages
+from brook.protocol.config_types import ConfigResource, ConfigSource
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
@@ -18,8 +19,6 @@ from . import dynamic_configs
 from .authorized import Operation, ResourceType, require
 from .context import Body
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 _TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -30,7 +29,7 @@ def config_entries(
     keys: list[str] | None,
     synonyms: bool,
     documentation: bool,
-    dynamic_defaults: Sequence[tuple[Mapping[str, str], int]] = (),
+    dynamic_defaults: Sequence[tuple[Mapping[str, str], ConfigSource]] = (),
 ) -> list[dict[str, Any]]:
     """Effective topic configs with where each value comes from, as DescribeConfigs reports them
     (`dynamic_defaults`: defaults set by dynamic broker configs, with their sources, first wins)."""
@@ -38,13 +37,13 @@ def config_entries(
     for name, d in TOPIC_CONFIGS.items():
         if keys is not None and name not in keys:
             continue
-        chain: list[tuple[str, int]] = []
+        chain: list[tuple[str, ConfigSource]] = []
         if name in overrides:
-            chain.append((overrides[name], SOURCE_TOPIC))
+            chain.append((overrides[name], ConfigSource.TOPIC_CONFIG))
         chain += [(layer[name], source) for layer, source in dynamic_defaults if name in layer]
         if name in broker_defaults:
-            chain.append((broker_defaults[name], SOURCE_STATIC_BROKER))
-        chain.append((d.default, SOURCE_DEFAULT))
+            chain.append((broker_defaults[name], ConfigSource.STATIC_BROKER_CONFIG))
+        chain.append((d.default, ConfigSource.DEFAULT_CONFIG))
         value, source = chain[0]
         out.append(
             {
@@ -52,7 +51,7 @@ def config_entries(
                 "value": value,
                 "read_only": False,
                 "config_source": source,
-                "is_default": source == SOURCE_DEFAULT,
+                "is_default": source == ConfigSource.DEFAULT_CONFIG,
                 "is_sensitive": False,
                 "synonyms": [{"name": name, "value": v, "source": s} for v, s in chain] if synonyms else [],
                 "config_type": _TYPES[d.type],
@@ -94,7 +93,7 @@ def _broker_entries(
             # As Kafka: the topic defaults' broker names are dynamic (AlterConfigs), the rest static.
             "read_only": c.name not in BROKER_TOPIC_SYNONYMS,
             "config_source": c.source,
-            "is_default": c.source == SOURCE_DEFAULT,
+            "is_default": c.source == ConfigSource.DEFAULT_CONFIG,
             "is_sensitive": False,
             "synonyms": [{"name": v.name, "value": v.value, "source": v.source} for v in c.synonyms]
             if synonyms
@@ -113,7 +112,7 @@ def _logger_entries(broker: Broker, name: str, keys: list[str] | None) -> list[d
             "name": logger,
             "value": level,
             "read_only": True,  # Brook does not alter logger levels over the protocol
-            "config_source": SOURCE_BROKER_LOGGER,
+            "config_source": ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG,
             "is_default": False,
             "is_sensitive": False,
             "synonyms": [],
@@ -128,11 +127,11 @@ def _logger_entries(broker: Broker, name: str, keys: list[str] | None) -> list[d
 def _require(broker: Broker, op: Operation, config_type: int, name: str) -> None:
     """DESCRIBE_CONFIGS / ALTER_CONFIGS on what a config resource is: a topic, a group, or the cluster
     (a broker's or its loggers' configs)."""
-    if config_type == TOPIC:
+    if config_type == ConfigResource.TOPIC:
         require(broker, op, ResourceType.TOPIC, name)
-    elif config_type == dynamic_configs.GROUP:
+    elif config_type == ConfigResource.GROUP:
         require(broker, op, ResourceType.GROUP, name)
-    elif config_type in (BROKER, BROKER_LOGGER):
+    elif config_type in (ConfigResource.BROKER, ConfigResource.BROKER_LOGGER):
         require(broker, op, ResourceType.CLUSTER)
 
 
@@ -153,7 +152,7 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
             entry.update(error_code=e.code, error_message=e.message)
             results.append(entry)
             continue
-        if r.resource_type == TOPIC:
+        if r.resource_type == ConfigResource.TOPIC:
             meta = broker.replicas.topic(r.resource_name)
             if meta is None:
                 entry.update(
@@ -173,9 +172,9 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
                         dynamic_configs.dynamic_topic_defaults(broker),
                     ),
                 )
-        elif r.resource_type in (BROKER, BROKER_LOGGER):
+        elif r.resource_type in (ConfigResource.BROKER, ConfigResource.BROKER_LOGGER):
             try:
-                if r.resource_type == BROKER:
+                if r.resource_type == ConfigResource.BROKER:
                     synonyms = bool(getattr(req, "include_synonyms", False))
                     documentation = bool(getattr(req, "include_documentation", False))
                     static = _broker_entries(broker, r.resource_name, keys, synonyms, documentation)
@@ -187,7 +186,7 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
                 entry.update(error_code=0, error_message=None, configs=configs)
             except KafkaError as e:
                 entry.update(error_code=e.code, error_message=e.message)
-        elif r.resource_type == dynamic_configs.GROUP:
+        elif r.resource_type == ConfigResource.GROUP:
             synonyms = bool(getattr(req, "include_synonyms", False))
             configs = dynamic_configs.group_entries(broker, r.resource_name, keys, synonyms)
             entry.update(error_code=0, error_message=None, configs=configs)
@@ -205,7 +204,7 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
 async def _alter(
     broker: Broker, resource_type: int, name: str, new: dict[str, str], validate_only: bool
 ) -> None:
-    if resource_type != TOPIC:
+    if resource_type != ConfigResource.TOPIC:
         return await dynamic_configs.alter(broker, resource_type, name, new, validate_only)
     if broker.replicas.topic(name) is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")

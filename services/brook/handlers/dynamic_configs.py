@@ -21,12 +21,11 @@ from brook.config import (
     validate_broker_config,
     validate_group_configs,
 )
+from brook.protocol.config_types import ConfigResource, ConfigSource
 from brook.protocol.errors import ErrorCode, KafkaError
 
-TOPIC, BROKER, GROUP = 2, 4, 32
-SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 2, 3, 5, 8
 _TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "list": 7}
-_KINDS = {BROKER: "broker", GROUP: "group"}
+_KINDS: dict[int, str] = {ConfigResource.BROKER: "broker", ConfigResource.GROUP: "group"}
 
 
 def check_broker_name(name: str) -> None:
@@ -38,27 +37,27 @@ def check_broker_name(name: str) -> None:
 
 def current(broker: Broker, resource_type: int, name: str) -> dict[str, str]:
     """The resource's config overrides as they are stored (a topic's, or an entity's dynamic ones)."""
-    if resource_type == TOPIC:
+    if resource_type == ConfigResource.TOPIC:
         meta = broker.replicas.topic(name)
         return dict(meta.configs) if meta else {}
     kind = _KINDS.get(resource_type)
     if kind is None:
         return {}
-    if resource_type == BROKER:
+    if resource_type == ConfigResource.BROKER:
         check_broker_name(name)
     return broker.entity_configs(kind, name)
 
 
 def definition(broker: Broker, resource_type: int, name: str) -> tuple[ConfigDef | None, str]:
     """(the config's definition, its value when not set) for APPEND and SUBTRACT on list configs."""
-    if resource_type == TOPIC:
+    if resource_type == ConfigResource.TOPIC:
         d = TOPIC_CONFIGS.get(name)
         return d, d.default if d else ""
-    if resource_type == GROUP:
+    if resource_type == ConfigResource.GROUP:
         d = GROUP_CONFIGS.get(name)
         return d, d.default if d else ""
     topic_name = BROKER_TOPIC_SYNONYMS.get(name)
-    if resource_type != BROKER or topic_name is None:
+    if resource_type != ConfigResource.BROKER or topic_name is None:
         return None, ""
     d = TOPIC_CONFIGS[topic_name]
     return d, broker.settings.topic_defaults.get(topic_name, d.default)
@@ -68,12 +67,12 @@ async def alter(
     broker: Broker, resource_type: int, name: str, new: dict[str, str], validate_only: bool
 ) -> None:
     """Replace a BROKER or GROUP resource's dynamic configs with `new` (validated first)."""
-    if resource_type == BROKER:
+    if resource_type == ConfigResource.BROKER:
         check_broker_name(name)
         for k, v in new.items():
             if (err := validate_broker_config(k, v)) is not None:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, err)
-    elif resource_type == GROUP:
+    elif resource_type == ConfigResource.GROUP:
         if not name:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "a group resource needs a group id")
         if (err := validate_group_configs(new)) is not None:
@@ -85,14 +84,18 @@ async def alter(
 
 
 def _entry(
-    name: str, value: str, source: int, d: ConfigDef | None, synonyms: list[tuple[str, str, int]] | None
+    name: str,
+    value: str,
+    source: ConfigSource,
+    d: ConfigDef | None,
+    synonyms: list[tuple[str, str, ConfigSource]] | None,
 ) -> dict[str, Any]:
     return {
         "name": name,
         "value": value,
         "read_only": False,
         "config_source": source,
-        "is_default": source == SOURCE_DEFAULT,
+        "is_default": source == ConfigSource.DEFAULT_CONFIG,
         "is_sensitive": False,
         "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in synonyms or []],
         "config_type": _TYPES[d.type] if d else 2,
@@ -112,8 +115,8 @@ def with_dynamic_broker_configs(
     for k in sorted(everyone.keys() | mine.keys()):
         if keys is not None and k not in keys:
             continue
-        layers = [(k, mine[k], SOURCE_DYNAMIC_BROKER)] if k in mine else []
-        layers += [(k, everyone[k], SOURCE_DYNAMIC_DEFAULT_BROKER)] if k in everyone else []
+        layers = [(k, mine[k], ConfigSource.DYNAMIC_BROKER_CONFIG)] if k in mine else []
+        layers += [(k, everyone[k], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)] if k in everyone else []
         d = TOPIC_CONFIGS.get(BROKER_TOPIC_SYNONYMS.get(k, ""))
         dynamic[k] = _entry(k, layers[0][1], layers[0][2], d, layers if synonyms else None)
     if not name:
@@ -127,13 +130,13 @@ def with_dynamic_broker_configs(
     return out + list(dynamic.values())
 
 
-def dynamic_topic_defaults(broker: Broker) -> list[tuple[dict[str, str], int]]:
+def dynamic_topic_defaults(broker: Broker) -> list[tuple[dict[str, str], ConfigSource]]:
     """This broker's dynamic topic defaults by source, its own first, keyed by topic config name."""
     return [
         ({BROKER_TOPIC_SYNONYMS[k]: v for k, v in configs.items() if k in BROKER_TOPIC_SYNONYMS}, source)
         for configs, source in (
-            (broker.entity_configs("broker", str(broker.node_id)), SOURCE_DYNAMIC_BROKER),
-            (broker.entity_configs("broker", ""), SOURCE_DYNAMIC_DEFAULT_BROKER),
+            (broker.entity_configs("broker", str(broker.node_id)), ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (broker.entity_configs("broker", ""), ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
         )
     ]
 
@@ -145,7 +148,7 @@ def group_entries(broker: Broker, group: str, keys: list[str] | None, synonyms: 
     for k, d in GROUP_CONFIGS.items():
         if keys is not None and k not in keys:
             continue
-        layers = [(k, overrides[k], SOURCE_GROUP)] if k in overrides else []
-        layers.append((k, d.default, SOURCE_DEFAULT))
+        layers = [(k, overrides[k], ConfigSource.GROUP_CONFIG)] if k in overrides else []
+        layers.append((k, d.default, ConfigSource.DEFAULT_CONFIG))
         out.append(_entry(k, layers[0][1], layers[0][2], d, layers if synonyms else None))
     return out

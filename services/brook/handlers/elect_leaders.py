@@ -36,7 +36,7 @@ async def handle_elect_leaders(broker: Broker, hdr: RequestHeader) -> Body | Non
         wanted = [(m.name, i) for m in broker.replicas.topics().values() for i in range(m.partitions)]
     else:
         wanted = [(t.topic, int(i)) for t in req.topic_partitions for i in t.partitions]
-    live = {b[0] for b in broker.brokers()}
+    live = {b.node_id for b in broker.brokers()}
     results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     if not allowed_cluster(broker, Operation.ALTER):  # v0 has no top-level error: each partition says it
         results = {w: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster denied") for w in wanted}
@@ -72,7 +72,7 @@ async def handle_elect_leaders(broker: Broker, hdr: RequestHeader) -> Body | Non
                 results[(topic, index)] = (e.code, e.message)
     deadline = asyncio.get_running_loop().time() + max(int(req.timeout_ms), 0) / 1000
     for topic, index, preferred in started:
-        while broker.partition_state(topic, index)[0] != preferred:
+        while broker.partition_state(topic, index).leader != preferred:
             if asyncio.get_running_loop().time() >= deadline:
                 results[(topic, index)] = (ErrorCode.REQUEST_TIMED_OUT, "the election did not finish in time")
                 break

@@ -24,7 +24,6 @@ from brook.broker.broker import Broker
 from brook.broker.fetch_sessions import INITIAL_EPOCH, FetchSession
 from brook.broker.fetch_waiter import FetchWaiter
 from brook.broker.partition import Partition, now_ms
-from brook.broker.replica_selector import preferred_read_replica
 from brook.observability import CONSUMER, FOLLOWER, REQUEST_ROLE
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.fetch import (
@@ -38,6 +37,7 @@ from brook.protocol.fetch import (
 )
 from brook.protocol.frames import RequestHeader
 from brook.protocol.versions import ApiKey
+from brook.replication.replica_selector import preferred_read_replica
 
 from .authorized import Operation, ResourceType, allowed
 from .context import CLIENT_HOST, PRINCIPAL, Body, check_epoch, check_leader

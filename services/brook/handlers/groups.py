@@ -42,10 +42,10 @@ async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any
     try:
         if key_type == 0:
             await broker.groups.ensure_offsets_topic()
-            leader = broker.partition_state(OFFSETS_TOPIC, broker.groups.partition_for(key))[0]
+            leader = broker.partition_state(OFFSETS_TOPIC, broker.groups.partition_for(key)).leader
         else:
             await broker.transactions.ensure_topic()
-            leader = broker.partition_state(TXN_STATE_TOPIC, broker.transactions.partition_for(key))[0]
+            leader = broker.partition_state(TXN_STATE_TOPIC, broker.transactions.partition_for(key)).leader
     except KafkaError as e:  # the offsets topic is being created, or not yet known here: retriable
         entry.update(error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, error_message=e.message)
         return entry

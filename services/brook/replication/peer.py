@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import cast
 
 from brook.protocol.frame_buffer import FrameBuffer, FrameTooLarge
@@ -21,6 +22,17 @@ from brook.protocol.versions import response_is_flexible
 # Runs on each new connection before it is used (SASL on the inter-broker listener); raises
 # ConnectionError when the other broker refuses it.
 Authenticate = Callable[["PeerConnection"], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class PeerSecurity:
+    """How to reach the other brokers: the inter-broker listener's TLS context and SASL login."""
+
+    ssl_context: ssl.SSLContext | None = None
+    authenticate: Authenticate | None = None
+
+
+PLAINTEXT = PeerSecurity()
 
 _MAX_RESPONSE_BYTES = 2**31 - 1
 # A response up to this size gets its whole buffer at once (a fetch response is bounded by the

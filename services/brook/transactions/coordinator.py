@@ -228,9 +228,9 @@ class TransactionCoordinator:
                 new = await self._write(None, new)
                 return new.producer_id, new.producer_epoch
         decision = sm.init_decision(meta, expected_pid, expected_epoch)
-        if decision == "return":
+        if decision is sm.InitDecision.RETURN:
             return meta.producer_id, meta.producer_epoch
-        if decision == "fence-abort":
+        if decision is sm.InitDecision.FENCE_ABORT:
             await self._begin_end(meta, sm.fence_and_abort(meta, now))
             raise KafkaError(
                 ErrorCode.CONCURRENT_TRANSACTIONS, "aborting the previous producer's transaction"

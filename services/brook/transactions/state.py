@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -100,9 +100,16 @@ def needs_new_producer_id(meta: TxnMetadata) -> bool:
     return meta.producer_epoch >= EPOCH_MAX
 
 
-def init_decision(meta: TxnMetadata, expected_pid: int, expected_epoch: int) -> str:
-    """What InitProducerId does with an existing transactional id: "bump", "return" (a retried init
-    already bumped), "fence-abort" (abort the open transaction with a bumped epoch first), or raises."""
+class InitDecision(Enum):
+    """What InitProducerId does with an existing transactional id."""
+
+    BUMP = "bump"  # a new epoch (and a new producer id when the epoch is exhausted)
+    RETURN = "return"  # a retried init that already bumped: answer the current id and epoch
+    FENCE_ABORT = "fence-abort"  # abort the open transaction with a bumped epoch first
+
+
+def init_decision(meta: TxnMetadata, expected_pid: int, expected_epoch: int) -> InitDecision:
+    """What InitProducerId does with an existing transactional id, or raises."""
     if meta.pending or meta.state in (
         TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT, TxnState.PREPARE_EPOCH_FENCE, TxnState.DEAD,
     ):  # fmt: skip
@@ -110,12 +117,12 @@ def init_decision(meta: TxnMetadata, expected_pid: int, expected_epoch: int) -> 
     if expected_pid >= 0:  # KIP-360: the producer names the id and epoch it had
         if expected_pid == meta.producer_id and expected_epoch == meta.last_producer_epoch:
             if meta.state is not TxnState.ONGOING:
-                return "return"
+                return InitDecision.RETURN
         elif expected_pid != meta.producer_id or expected_epoch != meta.producer_epoch:
             raise fenced(ErrorCode.PRODUCER_FENCED)
     if meta.state is TxnState.ONGOING:
-        return "fence-abort"
-    return "bump"
+        return InitDecision.FENCE_ABORT
+    return InitDecision.BUMP
 
 
 def add_partitions(meta: TxnMetadata, partitions: set[Partition], now_ms: int) -> TxnMetadata | None:

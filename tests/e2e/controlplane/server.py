@@ -17,8 +17,10 @@ default admission plugins, the controller-manager with one service account per c
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -234,7 +236,9 @@ class ControlPlane:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=die_with_parent,  # nothing outlives a crashed test run
+                # Nothing outlives a crashed test run. SIGKILL: on SIGTERM kube-apiserver shuts down
+                # gracefully, and waits for ever when etcd died with the same run.
+                preexec_fn=functools.partial(die_with_parent, signal.SIGKILL),
             )
 
     def _context(self, cert: CertFiles) -> ssl.SSLContext:

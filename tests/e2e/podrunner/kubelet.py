@@ -467,6 +467,9 @@ class PodWorker:
             base_env=self.host.base_env,
             kubeconfig=self.kubeconfig,
             cwd=self.dir / "cwd",
+            services={
+                str(s["metadata"]["name"]) for s in await self.host.api.list("v1", "services", self.namespace)
+            },
         )
 
     # ------------------------------------------------------------ termination

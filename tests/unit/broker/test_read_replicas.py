@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from brook.broker.partition import Partition, PartitionRole
-from brook.broker.replica_selector import preferred_read_replica
 from brook.config import TopicConfig
 from brook.log import PartitionLog
+from brook.replication.replica_selector import preferred_read_replica
 from tests.unit.log.log_batches import make_batch
 
 RACKS = {0: "a", 1: "b", 2: "c", 3: "b"}

@@ -7,6 +7,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from brook_operator.admin_access import cluster_admin
 from brook_operator.autoscaling import report
 from brook_operator.autoscaling.flow import AutoscaleSettings, PassResult, autoscale
 from brook_operator.autoscaling.report import State
@@ -14,6 +15,7 @@ from brook_operator.facts import AdminError, BrokerInfo, ClusterSnapshot, Partit
 from brook_operator.prometheus import BrokerLoad, MetricNotFound, PrometheusError, PrometheusUnreachable
 from brook_operator.spec import ClusterSpec
 from tests.manifests.support import cr_errors
+from tests.unit.operator.fakes import FakeKube
 
 KIB = 1024
 URL = "http://prometheus.monitoring.svc:9090"
@@ -118,21 +120,21 @@ class Driver:
         self.bootstraps: list[str] = []
 
     def run(self, now: float, *, keep_memory: bool = True) -> PassResult:
-        def admin_for(bootstrap: str) -> FakeKafka:
+        def admin_for(bootstrap: str, security: Mapping[str, str] | None = None) -> FakeKafka:
             self.bootstraps.append(bootstrap)
             return self.kafka
 
-        def bootstrap_for(spec: ClusterSpec) -> str:
-            return f"demo-bootstrap.kafka.svc:{spec.listener.port}"
+        async def admin_of(spec: ClusterSpec) -> FakeKafka:
+            template = "{name}-bootstrap.{namespace}.svc:{port}"
+            return await cluster_admin(admin_for, FakeKube(), "demo", "kafka", spec, template)
 
         r = asyncio.run(
             autoscale(
                 copy.deepcopy(self.body),
                 state=self.state if keep_memory else None,
-                admin_for=admin_for,
                 load=self.metrics,
                 settings=AutoscaleSettings(rate_window="30s", max_in_flight=2),
-                bootstrap_for=bootstrap_for,
+                admin_of=admin_of,
                 now=now,
             )
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -21,7 +22,7 @@ class Pool:
         self.kafka = kafka
         self.asked: list[str] = []
 
-    def get(self, bootstrap: str) -> FakeKafka:
+    def get(self, bootstrap: str, security: Mapping[str, str] | None = None) -> FakeKafka:
         self.asked.append(bootstrap)
         return self.kafka
 

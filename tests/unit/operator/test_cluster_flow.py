@@ -29,7 +29,7 @@ def body(spec: dict[str, Any] | None = None, status: dict[str, Any] | None = Non
 
 def reconcile(kube: FakeKube, admin: FakeClusterAdmin, b: dict[str, Any], now: str = "T") -> dict[str, Any]:
     return asyncio.run(
-        flow.reconcile_cluster(b, kube=kube, admin_for=lambda _: admin, settings=SETTINGS, now=now)
+        flow.reconcile_cluster(b, kube=kube, admin_for=lambda *_: admin, settings=SETTINGS, now=now)
     )
 
 
@@ -244,9 +244,3 @@ def test_pod_states() -> None:
         ("demo-broker-0", 0, False, False, True),
         ("demo-broker-1", 1, False, True, False),
     ]
-
-
-def test_bootstrap_template_for_tests_outside_kubernetes() -> None:
-    s = flow.OperatorSettings(default_image="x", bootstrap_template="127.0.0.1:{port}")
-    assert flow.kafka_bootstrap(s, "demo", "kafka", 19092) == "127.0.0.1:19092"
-    assert flow.kafka_bootstrap(SETTINGS, "demo", "kafka", 9092) == "demo-bootstrap.kafka.svc:9092"

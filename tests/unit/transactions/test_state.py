@@ -65,12 +65,12 @@ def test_check_producer_fences_and_maps() -> None:
 
 
 def test_init_bumps_fences_open_transactions_and_accepts_retries() -> None:
-    assert sm.init_decision(meta(TxnState.COMPLETE_COMMIT), -1, -1) == "bump"
-    assert sm.init_decision(meta(TxnState.ONGOING), -1, -1) == "fence-abort"
+    assert sm.init_decision(meta(TxnState.COMPLETE_COMMIT), -1, -1) is sm.InitDecision.BUMP
+    assert sm.init_decision(meta(TxnState.ONGOING), -1, -1) is sm.InitDecision.FENCE_ABORT
     assert code(sm.init_decision, meta(TxnState.PREPARE_ABORT), -1, -1) == ErrorCode.CONCURRENT_TRANSACTIONS
     # KIP-360: the producer names its id and epoch; the current one bumps, the previous one is a retry.
-    assert sm.init_decision(meta(TxnState.EMPTY), 42, 3) == "bump"
-    assert sm.init_decision(meta(TxnState.EMPTY, last_producer_epoch=2), 42, 2) == "return"
+    assert sm.init_decision(meta(TxnState.EMPTY), 42, 3) is sm.InitDecision.BUMP
+    assert sm.init_decision(meta(TxnState.EMPTY, last_producer_epoch=2), 42, 2) is sm.InitDecision.RETURN
     assert code(sm.init_decision, meta(TxnState.EMPTY), 42, 1) == ErrorCode.PRODUCER_FENCED
     assert code(sm.init_decision, meta(TxnState.EMPTY), 7, 3) == ErrorCode.PRODUCER_FENCED
     b = sm.bumped(meta(TxnState.COMPLETE_ABORT, partitions={("t", 0)}), None, 5000, 9)

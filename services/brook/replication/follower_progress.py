@@ -1,5 +1,5 @@
 """What a leader knows of one follower of a partition: where its log ends and starts, when it last
-fetched and when it was last caught up (the ISR and high watermark decisions in partition.py read it).
+fetched and when it was last caught up (the ISR and high watermark decisions of isr.py read it).
 
 Kafka updates this on every fetch for every partition of the follower's fetch session
 (Partition.updateFollowerFetchState): caught up at the fetch's time when the fetch offset reaches the

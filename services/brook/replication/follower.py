@@ -20,6 +20,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from brook.protocol import messages
 from brook.protocol.batch import LOG_OVERHEAD, peek_offset_and_size
@@ -32,10 +33,9 @@ from brook.protocol.replica_fetch import (
     encode_replica_fetch,
 )
 from brook.protocol.versions import ApiKey
-from brook.replication.peer import PeerConnection
 
-from .inter_broker import PLAINTEXT, PeerSecurity
-from .partition import Partition
+from .peer import PLAINTEXT, PeerConnection, PeerSecurity
+from .replica import FollowerReplica
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +76,17 @@ class Throttle:
             await asyncio.sleep(-self._allowance / self.rate)
 
 
-class LeaderFetcher:
+R = TypeVar("R", bound=FollowerReplica)
+
+
+class LeaderFetcher(Generic[R]):
     def __init__(
         self,
         node_id: int,
         leader_id: int,
         host: str,
         port: int,
-        throttled: Callable[[Partition], bool],
+        throttled: Callable[[R], bool],
         throttle: Throttle,
         on_replicated: Callable[[int], None] = lambda n: None,
         security: PeerSecurity = PLAINTEXT,
@@ -91,7 +94,7 @@ class LeaderFetcher:
         self.node_id = node_id
         self.leader_id = leader_id
         self.address = (host, port)
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partitions: dict[tuple[str, int], R] = {}
         self._needs_truncation: set[tuple[str, int]] = set()
         self._throttled = throttled
         self._throttle = throttle
@@ -114,11 +117,12 @@ class LeaderFetcher:
         self._wakeup = asyncio.Event()
         self._stopping = False
 
-    def wake(self, p: Partition, data: bool) -> None:
-        """A partition fetched here changed (Partition.wake_fetchers): its position may have moved."""
+    def wake(self, p: R, data: bool) -> None:
+        """A partition fetched here changed (the broker's Partition.wake_fetchers): its position may
+        have moved."""
         self._moved.add((p.topic, p.index))
 
-    def add(self, p: Partition) -> None:
+    def add(self, p: R) -> None:
         key = (p.topic, p.index)
         old = self.partitions.get(key)
         if old is not None and old is not p:
@@ -129,7 +133,7 @@ class LeaderFetcher:
         self._moved.add(key)
         self._wakeup.set()
 
-    def remove(self, p: Partition) -> None:
+    def remove(self, p: R) -> None:
         key = (p.topic, p.index)
         old = self.partitions.pop(key, None)
         if old is not None:
@@ -320,7 +324,7 @@ class LeaderFetcher:
         self._session_epoch = 0
         self._session_sent.clear()
 
-    def _out_of_range(self, p: Partition, leader_log_start: int) -> None:
+    def _out_of_range(self, p: R, leader_log_start: int) -> None:
         if leader_log_start > p.log.log_end_offset:
             # The leader's retention passed our log end: start over at its log start.
             log.info("%s-%d: behind the leader's log start %d; resetting", p.topic, p.index, leader_log_start)

@@ -13,11 +13,11 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from .partition import Partition
+from .replica import LeaderReplica
 
 
 def preferred_read_replica(
-    p: Partition, client_rack: str, fetch_offset: int, racks: Mapping[int, str | None]
+    p: LeaderReplica, client_rack: str, fetch_offset: int, racks: Mapping[int, str | None]
 ) -> int | None:
     """The follower a consumer in `client_rack` should fetch `fetch_offset` of `p` from; `racks` holds
     every live broker's rack (brokers missing from it have no endpoint)."""
