@@ -143,6 +143,12 @@ class Metrics:
 
 
 @dataclass(frozen=True, slots=True)
+class SchemaRegistry:
+    enabled: bool = False  # every broker serves the registry (brook broker --schema-registry-port)
+    port: int = 8081
+
+
+@dataclass(frozen=True, slots=True)
 class Autoscaling:
     enabled: bool = False
     min_replicas: int = 1
@@ -168,6 +174,7 @@ class ClusterSpec:
     etcd: Etcd | None = None
     listeners: tuple[Listener, ...] = (Listener(),)
     metrics: Metrics = field(default_factory=Metrics)
+    schema_registry: SchemaRegistry = field(default_factory=SchemaRegistry)
     autoscaling: Autoscaling = field(default_factory=Autoscaling)
     authorization: Authorization = field(default_factory=Authorization)
     certificates: Certificates = field(default_factory=Certificates)
@@ -337,6 +344,19 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         if metrics.port == li.port:
             r.errors.append(f"{p}.metrics.port must differ from the listener port {li.port}")
 
+    sr = r.obj(s, "schemaRegistry", p) or {}
+    registry = SchemaRegistry(
+        enabled=r.bool_(sr, "enabled", f"{p}.schemaRegistry", False),
+        port=r.int_(sr, "port", f"{p}.schemaRegistry", 8081, 1024, 65535),
+    )
+    if registry.enabled:
+        taken = {li.port for li in listeners} | {metrics.port}
+        if registry.port in taken:
+            r.errors.append(f"{p}.schemaRegistry.port must differ from the listener and metrics ports")
+        # The registry is a Kafka client of its own broker and speaks PLAINTEXT to it.
+        if not any(not li.tls and li.authentication == "none" for li in listeners):
+            r.errors.append(f"{p}.schemaRegistry needs a listener without TLS and authentication")
+
     autoscaling = _parse_autoscaling(r, s, p)
     config = r.config(s, "config", p)
     r.errors.extend(f"{p}.config: {e}" for e in validate_broker_config(config))
@@ -356,6 +376,7 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         etcd=etcd,
         listeners=listeners,
         metrics=metrics,
+        schema_registry=registry,
         autoscaling=autoscaling,
         authorization=_parse_authorization(r, s, p),
         certificates=_parse_certificates(r, s, p),

@@ -158,6 +158,11 @@ def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
         flush_check_interval_ms=a.flush_check_interval_ms,
         metrics_host=a.metrics_host,
         metrics_port=a.metrics_port,
+        schema_registry_host=a.schema_registry_host,
+        schema_registry_port=a.schema_registry_port,
+        schema_registry_ssl_certfile=a.schema_registry_ssl_certfile,
+        schema_registry_ssl_keyfile=a.schema_registry_ssl_keyfile,
+        schema_registry_basic_auth=a.schema_registry_basic_auth,
     )
     return security(a, settings)
 

@@ -45,6 +45,8 @@ def broker_env_config(
         "BROOK_METRICS_HOST": spec.metrics.host,
         "BROOK_LOG_LEVEL": spec.log_level,
     }
+    if spec.schema_registry.enabled:
+        env["BROOK_SCHEMA_REGISTRY_PORT"] = str(spec.schema_registry.port)
     if etcd_endpoints:
         env["BROOK_ETCD_ENDPOINTS"] = ",".join(etcd_endpoints)
     env.update(security.config(cluster, spec))
@@ -88,6 +90,14 @@ def _ports(spec: ClusterSpec) -> list[dict[str, Any]]:
     ]
 
 
+def _registry_ports(spec: ClusterSpec) -> list[dict[str, Any]]:
+    """The schema registry's port, on the bootstrap Service (any ready broker answers it)."""
+    if not spec.schema_registry.enabled:
+        return []
+    port = spec.schema_registry.port
+    return [{"name": "schema-registry", "port": port, "targetPort": "schema-registry", "protocol": "TCP"}]
+
+
 def headless_service(cluster: str, namespace: str, spec: ClusterSpec) -> Manifest:
     """Stable per-pod DNS names (<pod>.<cluster>-brokers.<ns>.svc), published before readiness."""
     return {
@@ -112,7 +122,7 @@ def bootstrap_service(cluster: str, namespace: str, spec: ClusterSpec) -> Manife
         "spec": {
             "type": "ClusterIP",
             "selector": names.selector(cluster, names.BROKER),
-            "ports": [_ports(spec)[0], *security.bootstrap_ports(spec)],
+            "ports": [_ports(spec)[0], *security.bootstrap_ports(spec), *_registry_ports(spec)],
         },
     }
 
@@ -218,6 +228,11 @@ def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str
             {"name": "kafka", "containerPort": spec.listener.port, "protocol": "TCP"},
             {"name": "metrics", "containerPort": spec.metrics.port, "protocol": "TCP"},
             *security.container_ports(spec),
+            *(
+                [{"name": "schema-registry", "containerPort": spec.schema_registry.port, "protocol": "TCP"}]
+                if spec.schema_registry.enabled
+                else []
+            ),
         ],
         # Start-up may replay logs after an unclean stop: up to 10 minutes before liveness applies.
         "startupProbe": _http_probe("/healthz", period=5, failures=120),

@@ -14,6 +14,7 @@ STORAGE = "Storage and retention"
 GROUPS = "Groups and transactions"
 LIMITS = "Limits and quotas"
 OBSERVABILITY = "Observability"
+REGISTRY = "Schema registry"
 
 # str: text; int/float: numbers (within minimum..maximum); bool: true or false; flag: a switch without a
 # value; list: a repeatable flag.

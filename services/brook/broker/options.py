@@ -9,7 +9,7 @@ from brook.groups import GroupSettings
 from brook.security.connection_limits import UNLIMITED
 from brook.transactions import TxnSettings
 
-from .option import CLUSTER, CONFIG, GROUPS, LIMITS, OBSERVABILITY, SECURITY, STORAGE, Option
+from .option import CLUSTER, CONFIG, GROUPS, LIMITS, OBSERVABILITY, REGISTRY, SECURITY, STORAGE, Option
 from .options_security import SECURITY_OPTIONS
 
 __all__ = ["BY_DEST", "BY_KAFKA", "CONFIG", "OPTIONS", "RACK_AWARE_SELECTOR", "SECURITY", "Option"]
@@ -429,6 +429,44 @@ OPTIONS: tuple[Option, ...] = (
         OBSERVABILITY,
         minimum=-1,
         maximum=65535,
+    ),
+    # Schema registry (brook.registry, a Kafka client of this broker)
+    _O(
+        "--schema-registry-host",
+        "str",
+        "0.0.0.0",
+        "address of the Confluent-compatible schema registry",
+        REGISTRY,
+    ),
+    _O(
+        "--schema-registry-port",
+        "int",
+        -1,
+        "port of the schema registry's REST API; 0: any free port; -1: off",
+        REGISTRY,
+        minimum=-1,
+        maximum=65535,
+    ),
+    _O(
+        "--schema-registry-ssl-certfile",
+        "str",
+        None,
+        "PEM certificate chain: the registry speaks HTTPS",
+        REGISTRY,
+    ),
+    _O(
+        "--schema-registry-ssl-keyfile",
+        "str",
+        None,
+        "PEM private key of --schema-registry-ssl-certfile",
+        REGISTRY,
+    ),
+    _O(
+        "--schema-registry-basic-auth",
+        "flag",
+        False,
+        "HTTP basic auth against the SCRAM users (a login on this broker's SASL_PLAINTEXT listener)",
+        REGISTRY,
     ),
 )
 BY_DEST = {o.dest: o for o in OPTIONS}

@@ -7,16 +7,22 @@ import asyncio
 import contextlib
 import logging
 import signal
+import ssl
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from brook.broker.broker import Broker
 from brook.broker.settings import BrokerSettings
 from brook.observability import MetricsServer
+from brook.tasks import cancel_and_wait
 
 from .heap import HeapKeeper
 from .listener import KafkaServer
 from .state_view import BrokerState
+
+if TYPE_CHECKING:  # imported when turned on: the `brook` CLI starts faster without its parsers
+    from brook.registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +47,8 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     heap: asyncio.Task[None] | None = None
+    registry: SchemaRegistry | None = None  # a Kafka client of this broker, started once it serves
+    registry_start: asyncio.Task[None] | None = None
     try:
         await broker.start()
         await server.start()
@@ -48,6 +56,15 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
         keeper = HeapKeeper()
         keeper.started()
         heap = asyncio.create_task(keeper.run(), name="heap-keeper")
+        if settings.schema_registry_port >= 0:
+            registry = _registry(settings, server)
+            registry_start = asyncio.create_task(
+                registry.start(
+                    settings.schema_registry_host, settings.schema_registry_port, _registry_tls(settings)
+                ),
+                name="registry",
+            )
+            registry_start.add_done_callback(_report_registry)
         if on_ready is not None:
             on_ready(server)
         await stop.wait()
@@ -55,10 +72,50 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
     finally:
         if heap is not None:
             heap.cancel()
+        if registry_start is not None:  # the registry is a client of this broker: it goes first
+            await cancel_and_wait(registry_start)
+        if registry is not None:
+            await registry.stop()
         await broker.stop()  # a cluster member hands its leaderships over while still serving
         await server.stop()
         if http is not None:
             await http.stop()
+
+
+def _report_registry(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the schema registry did not start: %s", task.exception())
+
+
+def _local_address(settings: BrokerSettings, server: KafkaServer, protocol: str, why: str) -> str:
+    """This broker's first listener of `protocol`, for the clients it runs itself (the schema registry)."""
+    for listener in settings.effective_listeners():
+        if listener.protocol == protocol:
+            host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            return f"{host}:{server.ports[listener.name]}"
+    raise SystemExit(f"{why} needs a {protocol} listener on this broker")
+
+
+def _registry(settings: BrokerSettings, server: KafkaServer) -> SchemaRegistry:
+    from brook.registry import SchemaRegistry, ScramBasicAuth
+
+    auth = None
+    if settings.schema_registry_basic_auth:
+        sasl = _local_address(settings, server, "SASL_PLAINTEXT", "--schema-registry-basic-auth")
+        auth = ScramBasicAuth(sasl)
+    bootstrap = _local_address(settings, server, "PLAINTEXT", "--schema-registry-port")
+    return SchemaRegistry(bootstrap, 3 if settings.etcd_endpoints else 1, auth=auth)
+
+
+def _registry_tls(settings: BrokerSettings) -> ssl.SSLContext | None:
+    if not settings.schema_registry_ssl_certfile:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.schema_registry_ssl_certfile, settings.schema_registry_ssl_keyfile)
+    except (OSError, ssl.SSLError) as e:
+        raise SystemExit(f"--schema-registry-ssl-certfile/keyfile: {e}") from None
+    return context
 
 
 def run(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None] | None = None) -> None:

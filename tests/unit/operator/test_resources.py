@@ -413,3 +413,20 @@ def test_pod_revision_ignores_its_own_annotation() -> None:
     tpl = broker.pod_template("demo", "kafka", ClusterSpec(replicas=1), IMAGE, {"A": "1"})
     rev = tpl["metadata"]["annotations"][names.REVISION_ANNOTATION]
     assert broker.pod_revision(tpl) == rev
+
+
+def test_the_schema_registry_is_served_by_every_broker_behind_the_bootstrap_service() -> None:
+    objs = build({"replicas": 1, "schemaRegistry": {"enabled": True, "port": 8085}})
+    assert objs["ConfigMap/demo-config"]["data"]["BROOK_SCHEMA_REGISTRY_PORT"] == "8085"
+    c = container(objs["StatefulSet/demo-broker"])
+    assert {"name": "schema-registry", "containerPort": 8085, "protocol": "TCP"} in c["ports"]
+    ports = {p["name"]: p for p in objs["Service/demo-bootstrap"]["spec"]["ports"]}
+    assert ports["schema-registry"] == {
+        "name": "schema-registry",
+        "port": 8085,
+        "targetPort": "schema-registry",
+        "protocol": "TCP",
+    }
+    off = build({"replicas": 1})
+    assert "BROOK_SCHEMA_REGISTRY_PORT" not in off["ConfigMap/demo-config"]["data"]
+    assert "schema-registry" not in {p["name"] for p in off["Service/demo-bootstrap"]["spec"]["ports"]}

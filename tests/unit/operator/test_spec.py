@@ -167,6 +167,18 @@ def test_config_values_are_normalized_to_kafka_strings() -> None:
         ({"replicas": 1, "certificates": {"issuer": "cert-manager"}}, "certManagerIssuer is required"),
         ({"replicas": 1, "listeners": [{"name": "plain", "port": 80}]}, "between 1024 and 65535"),
         ({"replicas": 1, "metrics": {"port": 9092}}, "must differ from the listener port"),
+        (
+            {"replicas": 1, "schemaRegistry": {"enabled": True, "port": 9308}},
+            "schemaRegistry.port must differ from the listener and metrics ports",
+        ),
+        (
+            {
+                "replicas": 1,
+                "schemaRegistry": {"enabled": True},
+                "listeners": [{"name": "sasl", "port": 9092, "authentication": "scram-sha-512"}],
+            },
+            "schemaRegistry needs a listener without TLS and authentication",
+        ),
         ({"replicas": 1, "autoscaling": {"enabled": True}}, "needs maxReplicas and prometheusUrl"),
         (
             {
