@@ -38,6 +38,8 @@ Record = tuple[dict[str, Any], dict[str, Any] | None]
 NOOP: Record = ({"keytype": "NOOP", "magic": 0}, None)
 # What brokers answer for a topic created a moment ago, until its metadata has reached them all.
 _NOT_YET_KNOWN = (
+    KafkaError._UNKNOWN_PARTITION,  # the client's metadata does not show the new partition yet
+    KafkaError._UNKNOWN_TOPIC,
     KafkaError.UNKNOWN_TOPIC_OR_PART,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.NOT_LEADER_FOR_PARTITION,
