@@ -216,7 +216,7 @@ def test_mirror_maker_2_replicates_a_topic_and_its_group_offsets(
     for i in range(n):
         p.produce("orders", f"order-{i}".encode(), f"k{i}".encode())
     assert p.flush(30) == 0
-    # The group g1 reads 200 orders on the source cluster and commits; MM2 carries that position over.
+    # The group g1 reads every order on the source cluster and commits; MM2 carries that position over.
     g = Consumer(
         {
             "bootstrap.servers": src,
@@ -228,14 +228,14 @@ def test_mirror_maker_2_replicates_a_topic_and_its_group_offsets(
     g.subscribe(["orders"])
     seen: list[Any] = []
     deadline = time.monotonic() + 60
-    while len(seen) < 200 and time.monotonic() < deadline:
-        seen += [m for m in g.consume(200 - len(seen), 1.0) if m.error() is None]
+    while len(seen) < n and time.monotonic() < deadline:
+        seen += [m for m in g.consume(n - len(seen), 1.0) if m.error() is None]
     g.commit(asynchronous=False)
     committed = {
         tp.partition: tp.offset for tp in g.committed([TopicPartition("orders", q) for q in range(3)], 10)
     }
     g.close()
-    assert sum(committed.values()) == 200
+    assert sum(committed.values()) == n
 
     # The worker is on the target cluster (MM2's usual place); internal topics at its one broker's RF.
     rf1 = {f"{k}.storage.replication.factor": "1" for k in ("config", "offset", "status")}
