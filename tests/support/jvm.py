@@ -15,6 +15,7 @@ import queue
 import shutil
 import subprocess
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ TOOLS = {
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-features": "org.apache.kafka.tools.FeatureCommand",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-streams-application-reset": "org.apache.kafka.tools.StreamsResetter",
     "kafka-server-start": "kafka.Kafka",
 }
 
@@ -145,3 +147,50 @@ class JavaClients:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class JvmProcess:
+    """A Java program run as a process of its own (a Kafka Streams instance, a Connect worker), so a
+    test can kill -9 it: its stdout and stderr go to `log_path`, and `wait_for(text)` watches that log."""
+
+    def __init__(self, log_path: Path, main_class: str, *args: str, opts: list[str] | None = None) -> None:
+        self.log_path = log_path
+        self.cmd = java_cmd(main_class, *args, opts=["-Xmx384m", *(opts or [])])
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._offset = 0
+
+    def start(self) -> JvmProcess:
+        with open(self.log_path, "ab") as log:
+            self._offset = log.tell()
+            self.proc = subprocess.Popen(self.cmd, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def log(self) -> str:
+        """What this run (since the last start) has written."""
+        with open(self.log_path, "rb") as f:
+            f.seek(self._offset)
+            return f.read().decode(errors="replace")
+
+    def wait_for(self, text: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if self.proc is None or self.proc.poll() is not None:
+                raise RuntimeError(f"{self.cmd[-1]} exited before {text!r}; log: {self.log_path}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no {text!r} in {timeout}s; log: {self.log_path}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        """kill -9: the JVM gets no shutdown hook, like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self, timeout: float = 40.0) -> None:
+        """SIGTERM: the program's shutdown hook closes it cleanly."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
