@@ -27,6 +27,7 @@ class InternalTopicHost(Protocol):
     ) -> TopicMeta: ...
     async def append_committed(self, topic: str, index: int, records: memoryview) -> int: ...
 
+
 _READ_CHUNK = 1024 * 1024
 
 
@@ -52,6 +53,9 @@ class InternalTopic:
 
     def topic_exists(self, topic: str) -> bool:
         return self._broker.replicas.topic(topic) is not None
+
+    def topic_partitions(self) -> dict[str, tuple[bytes, int]]:
+        return {t.name: (t.topic_id, t.partitions) for t in self._broker.replicas.topics().values()}
 
     def is_local_leader(self, partition: int) -> bool:
         if self._broker.replicas.log_dir.offline:
