@@ -182,7 +182,7 @@ class ConsumerGroups:
         old = group.static_member(hb.instance_id)
         if create:
             if old is None:
-                return ConsumerMember(hb.member_id)
+                return ConsumerMember(hb.member_id, instance_id=hb.instance_id)
             if old.member_epoch != STATIC_LEAVE_EPOCH and old.member_id != hb.member_id:
                 raise KafkaError(
                     ErrorCode.UNRELEASED_INSTANCE_ID,
@@ -201,6 +201,13 @@ class ConsumerGroups:
                 assigned={t: set(ps) for t, ps in old.assigned.items()},
             )
             group.replace(old, new)
+            log.info(
+                "consumer group %s: static member %s (instance %s) rejoins as %s",
+                group.group_id,
+                old.member_id,
+                hb.instance_id,
+                new.member_id,
+            )
             return new
         if old is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
@@ -353,6 +360,12 @@ class ConsumerGroups:
                 )
             member = static
             if hb.member_epoch == STATIC_LEAVE_EPOCH:
+                log.info(
+                    "consumer group %s: static member %s (instance %s) left for now",
+                    group.group_id,
+                    member.member_id,
+                    member.instance_id,
+                )
                 member.member_epoch = STATIC_LEAVE_EPOCH
                 member.pending_revocation = {}
                 member.rebalance_deadline = None
