@@ -102,8 +102,8 @@ class ConsumerGroups:
     # -- the heartbeat ------------------------------------------------------------------------------
     def heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
         try:
-            self._check_coordinator(hb.group_id)
             self._validate(hb)
+            self._check_coordinator(hb.group_id)
             if hb.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
                 return self._leave(hb)
             return self._heartbeat(hb)
@@ -158,8 +158,9 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         if group is None:
             if not create:
-                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
-            group = self.groups[group_id] = ConsumerGroup(group_id)
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            # Kafka 4.4 answers a group's first member with epoch 2: the group starts one epoch on.
+            group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1)
         return group
 
     def _member(self, group: ConsumerGroup, hb: Heartbeat, create: bool) -> ConsumerMember:
@@ -429,7 +430,7 @@ class ConsumerGroups:
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9+ names the member)."""
-        if member_epoch < 0 and not member_id:
+        if member_id is None and member_epoch < 0:
             return
         group = self.groups[group_id]
         member = group.members.get(member_id or "")

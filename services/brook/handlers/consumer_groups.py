@@ -99,7 +99,7 @@ async def handle_consumer_group_describe(broker: Broker, hdr: RequestHeader) -> 
                         "client_id": m.client_id,
                         "client_host": m.client_host,
                         "subscribed_topic_names": sorted(m.subscribed_names),
-                        "subscribed_topic_regex": m.subscribed_regex,
+                        "subscribed_topic_regex": m.subscribed_regex or "",
                         "assignment": {"topic_partitions": _partitions(m.assigned, names)},
                         "target_assignment": {
                             "topic_partitions": _partitions(group.target.get(m.member_id, {}), names)
