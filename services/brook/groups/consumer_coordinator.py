@@ -268,7 +268,10 @@ class ConsumerGroups:
             group.add(member)
         bump |= self._update(member, hb)
         now = self._clock()
-        metadata = self._subscription_metadata(group)
+        topics = self._topics()
+        self._resolve(group, topics, known=True)
+        metadata = self._subscription_metadata(group, topics)
+        self._resolve(group, topics, known=False)
         if bump or metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             group.group_epoch += 1
@@ -313,25 +316,42 @@ class ConsumerGroups:
             member.server_assignor = hb.server_assignor
         return changed
 
-    def _subscribed(self, member: ConsumerMember, topics: Mapping[str, tuple[bytes, int]]) -> set[str]:
-        names = {t for t in member.subscribed_names if t in topics}
-        if member.subscribed_regex:
-            # Whole-name matches, as Kafka's RE2/J matches(); internal topics are never matched.
-            pattern = re.compile(member.subscribed_regex)
-            names |= {t for t in topics if not t.startswith("__") and pattern.fullmatch(t)}
-        return names
+    @staticmethod
+    def _resolve(group: ConsumerGroup, topics: Mapping[str, tuple[bytes, int]], known: bool) -> None:
+        """Match the members' regexes against the topics: those already resolved (`known`: so new
+        topics are seen), or the new ones (used from the next heartbeat on, as Kafka does)."""
+        regexes = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
+        for regex in regexes:
+            if (regex in group.regex_topics) == known:
+                # Whole-name matches, as Kafka's RE2/J matches(); internal topics are never matched.
+                pattern = re.compile(regex)
+                matched = (t for t in topics if not t.startswith("__") and pattern.fullmatch(t))
+                group.regex_topics[regex] = frozenset(matched)
+        for regex in set(group.regex_topics) - regexes:
+            del group.regex_topics[regex]
 
-    def _subscription_metadata(self, group: ConsumerGroup) -> dict[str, tuple[bytes, int]]:
-        topics = self._topics()
+    @staticmethod
+    def _subscribed(
+        group: ConsumerGroup, member: ConsumerMember, topics: Mapping[str, tuple[bytes, int]]
+    ) -> set[str]:
+        names = set(member.subscribed_names)
+        if member.subscribed_regex:
+            names |= group.regex_topics.get(member.subscribed_regex, frozenset())
+        return {t for t in names if t in topics}
+
+    def _subscription_metadata(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[bytes, int]]
+    ) -> dict[str, tuple[bytes, int]]:
         names: set[str] = set()
         for m in group.members.values():
-            names |= self._subscribed(m, topics)
+            names |= self._subscribed(group, m, topics)
         return {t: topics[t] for t in sorted(names)}
 
     def _assign(self, group: ConsumerGroup) -> None:
         topics = group.subscription_metadata
         subscriptions = {
-            mid: {topics[t][0] for t in self._subscribed(m, topics)} for mid, m in group.members.items()
+            mid: {topics[t][0] for t in self._subscribed(group, m, topics)}
+            for mid, m in group.members.items()
         }
         wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
         group.assignor = wanted.most_common(1)[0][0] if wanted else self.settings.consumer_assignors[0]

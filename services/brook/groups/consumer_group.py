@@ -79,6 +79,9 @@ class ConsumerGroup:
     # Topic name -> (id, partitions) of the subscribed topics, as of the last epoch bump.
     subscription_metadata: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     assignor: str = "uniform"
+    # Regex -> the topic names it matched when last resolved (a new regex is resolved after the
+    # heartbeat that brought it, as Kafka resolves regexes asynchronously).
+    regex_topics: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def state(self) -> str:

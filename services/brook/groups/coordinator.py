@@ -447,9 +447,12 @@ class GroupCoordinator(GroupMembership):
         except KafkaError as e:
             return e.code, {}
         group = self._groups.get(group_id)
-        if group is None and group_id not in self._offsets:
+        consumer = self.consumer.groups.get(group_id)
+        if group is None and consumer is None and group_id not in self._offsets:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         subscribed = group.subscribed_topics() if group is not None and group.members else set()
+        if consumer is not None:
+            subscribed = set(consumer.subscription_metadata) if consumer.members else set()
         if group is not None and group.members and subscribed is None:
             return ErrorCode.NON_EMPTY_GROUP, {}
         results: dict[tuple[str, int], ErrorCode] = {}

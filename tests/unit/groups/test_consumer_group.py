@@ -137,10 +137,12 @@ def test_regex_subscription_follows_new_topics() -> None:
     topics = {"t1": (T1, 4)}
     c._topics = lambda: topics
     a = join(c, "A", subscribed_topic_names=None, subscribed_topic_regex="t.*")
-    assert a.assignment == {T1: {0, 1, 2, 3}}
+    assert a.assignment == {}  # a new regex is resolved after the heartbeat that brought it
+    a2 = hb(c, "A", a.member_epoch, owned={})
+    assert a2.assignment == {T1: {0, 1, 2, 3}}
     topics["t2"] = (T2, 2)  # created later: the next heartbeat resolves the regex again
-    a2 = hb(c, "A", a.member_epoch, owned=a.assignment)
-    assert a2.assignment == {T1: {0, 1, 2, 3}, T2: {0, 1}}
+    a3 = hb(c, "A", a2.member_epoch, owned=a2.assignment)
+    assert a3.assignment == {T1: {0, 1, 2, 3}, T2: {0, 1}}
 
 
 def test_uniform_is_balanced_and_sticky() -> None:
