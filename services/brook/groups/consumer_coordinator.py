@@ -210,16 +210,24 @@ class ConsumerGroups:
                 new.member_id,
             )
             return new
-        if old is None:
+        old = self._static_member(group, hb)
+        self._check_epoch(old, hb)
+        return old
+
+    @staticmethod
+    def _static_member(group: ConsumerGroup, hb: Heartbeat) -> ConsumerMember:
+        """The static member of the request's instance id, which must be the request's member."""
+        assert hb.instance_id is not None
+        member = group.static_member(hb.instance_id)
+        if member is None:
             raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
-        if old.member_id != hb.member_id:
+        if member.member_id != hb.member_id:
             raise KafkaError(
                 ErrorCode.FENCED_INSTANCE_ID,
                 f"Static member {hb.member_id} with instance id {hb.instance_id} was fenced by member "
-                f"{old.member_id}.",
+                f"{member.member_id}.",
             )
-        self._check_epoch(old, hb)
-        return old
+        return member
 
     def _rejoin(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         member.assigned, member.pending_revocation = {}, {}
@@ -370,16 +378,7 @@ class ConsumerGroups:
                     f"Member {hb.member_id} is not a member of group {group.group_id}.",
                 )
         else:
-            static = group.static_member(hb.instance_id)
-            if static is None:
-                raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
-            if static.member_id != hb.member_id:
-                raise KafkaError(
-                    ErrorCode.FENCED_INSTANCE_ID,
-                    f"Static member {hb.member_id} with instance id {hb.instance_id} was fenced by member "
-                    f"{static.member_id}.",
-                )
-            member = static
+            member = self._static_member(group, hb)
             if hb.member_epoch == STATIC_LEAVE_EPOCH:
                 log.info(
                     "consumer group %s: static member %s (instance %s) left for now",
