@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from tests.conftest import GROUP_ARGS
 from tests.integration.test_clients import create_topic
+from tests.integration.test_console import as_json
 from tests.support.broker import BrokerProcess
 from tests.support.consumer_member import ConsumerMember
 from tests.support.group_member import wait_for
@@ -93,6 +94,13 @@ def test_join_consume_commit_and_describe(cbroker: BrokerProcess) -> None:
         assert desc.partition_assignor == "uniform"
         [member] = desc.members
         assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1, 2, 3}
+
+        # `brook group` shows the protocol, the assignor and each member's target.
+        shown = as_json(cbroker.bootstrap, "group", "describe", "GJ")
+        assert (shown["protocol"], shown["assignor"], shown["state"]) == ("consumer", "uniform", "STABLE")
+        assert shown["members"][0]["target"] == [f"J1-{p}" for p in range(4)]
+        listed_cli = {g["group"]: g for g in as_json(cbroker.bootstrap, "group", "list")}
+        assert listed_cli["GJ"]["protocol"] == "consumer"
     finally:
         m.kill()
 
