@@ -103,7 +103,9 @@ def test_member_life(wires: tuple[Wire, Wire], cg_topic: str) -> None:
     assert joined["assignment"]["topic_partitions"][0]["partitions"] == [0, 1]
     agree(k, b, HB, 1, heartbeat(g, "m1", 7), ignore=ignore)  # FENCED_MEMBER_EPOCH, greater
     agree(k, b, HB, 1, heartbeat(g, "nobody", 1), ignore=ignore)  # UNKNOWN_MEMBER_ID
-    agree(k, b, HB, 1, joining(g, "s1", instance_id="i1"), ignore=ignore)
+    # Kafka 4.4 computes a new target assignment off the request path: a second member's first
+    # answer carries the old epoch or the new one, depending on timing.
+    agree(k, b, HB, 1, joining(g, "s1", instance_id="i1"), ignore=[*ignore, "member_epoch", "assignment"])
     agree(k, b, HB, 1, joining(g, "s2", instance_id="i1"), ignore=ignore)  # UNRELEASED_INSTANCE_ID
     agree(k, b, HB, 1, heartbeat(g, "s2", 1, instance_id="i1"), ignore=ignore)  # FENCED_INSTANCE_ID
 
@@ -132,7 +134,9 @@ def test_member_life(wires: tuple[Wire, Wire], cg_topic: str) -> None:
     agree(k, b, ApiKey.OFFSET_COMMIT, 9, commit("m1", 0))  # STALE_MEMBER_EPOCH
     agree(k, b, ApiKey.OFFSET_COMMIT, 9, commit("nobody", 1))  # UNKNOWN_MEMBER_ID
     agree(k, b, ApiKey.OFFSET_COMMIT, 9, commit("", -1))  # an admin commit to a group with members
-    agree(k, b, ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})
+    # The state is Assigning or Reconciling on Kafka depending on when its assignment ran.
+    listed = {"states_filter": [], "types_filter": ["consumer"]}
+    agree(k, b, ApiKey.LIST_GROUPS, 5, listed, ignore=["group_state"])
     agree(k, b, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
     for m, i in (("m1", None), ("s1", "i1")):
         agree(k, b, HB, 1, heartbeat(g, m, -1, instance_id=i), ignore=ignore)

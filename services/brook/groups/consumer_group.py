@@ -123,6 +123,9 @@ class ConsumerGroup:
         self.target.pop(member_id, None)
         for tp in [tp for tp, m in self.owners.items() if m == member_id]:
             del self.owners[tp]
+        # A regex no member uses any more is forgotten: subscribing to it again resolves it anew.
+        used = {m.subscribed_regex for m in self.members.values()}
+        self.regex_topics = {r: ts for r, ts in self.regex_topics.items() if r in used}
         return member
 
     def replace(self, old: ConsumerMember, new: ConsumerMember) -> None:
