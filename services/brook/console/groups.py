@@ -33,7 +33,9 @@ def list_(bootstrap: Bootstrap = B, output: OutputOpt = Output.table, x: ClientS
     """Every consumer group with its state and protocol (classic, or consumer: KIP-848)."""
     a = admin(bootstrap, x)  # referenced until its futures resolve
     res = result(a.list_consumer_groups(), "list groups")
-    rows = sorted((g.group_id, _name(g.state), _name(g.type)) for g in res.valid)
+    rows = sorted(
+        (g.group_id, str(g.state).replace("ConsumerGroupState.", ""), _name(g.type)) for g in res.valid
+    )
     emit(
         output,
         [{"group": g, "state": s, "protocol": t} for g, s, t in rows],
@@ -43,7 +45,7 @@ def list_(bootstrap: Bootstrap = B, output: OutputOpt = Output.table, x: ClientS
 
 
 def _name(value: Any) -> str:
-    """An enum of confluent-kafka's (ConsumerGroupState.STABLE, ConsumerGroupType.CONSUMER) by name."""
+    """A ConsumerGroupType of confluent-kafka's by name: classic, consumer (unknown if not told)."""
     return str(getattr(value, "name", value)).lower() if value is not None else "unknown"
 
 
