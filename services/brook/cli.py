@@ -30,6 +30,7 @@ from brook.config import TOPIC_CONFIGS, validate_topic_config
 from brook.console import app
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
+from brook.groups.assignors import ASSIGNORS
 from brook.metadata import EtcdAuthError
 from brook.server.runner import run
 from brook.transactions import TxnSettings
@@ -88,6 +89,16 @@ def _replica_selector(a: SimpleNamespace) -> str | None:
     return name or None
 
 
+def _consumer_assignors(value: str) -> tuple[str, ...]:
+    """--group-consumer-assignors: Brook's assignors by name (Kafka also takes class names)."""
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in ASSIGNORS]
+    if not names or unknown:
+        bad = ", ".join(unknown) or "(none)"
+        _fail(f"--group-consumer-assignors: unknown {bad}; known: {', '.join(ASSIGNORS)}")
+    return names
+
+
 def _topic_defaults(items: list[str]) -> dict[str, str]:
     """--topic-default name=value..., checked as CreateTopics checks a topic's configs."""
     defaults = {}
@@ -136,6 +147,10 @@ def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
             offsets_retention_check_interval_ms=a.offsets_retention_check_interval_ms,
             min_session_timeout_ms=a.group_min_session_timeout_ms,
             initial_rebalance_delay_ms=a.group_initial_rebalance_delay_ms,
+            consumer_heartbeat_interval_ms=a.group_consumer_heartbeat_interval_ms,
+            consumer_session_timeout_ms=a.group_consumer_session_timeout_ms,
+            consumer_max_size=a.group_consumer_max_size,
+            consumer_assignors=_consumer_assignors(a.group_consumer_assignors),
         ),
         transactions=TxnSettings(
             state_log_partitions=a.transaction_state_log_num_partitions,

@@ -56,6 +56,9 @@ class InternalTopic:
     def topic_exists(self, topic: str) -> bool:
         return self._broker.replicas.topic(topic) is not None
 
+    def topic_partitions(self) -> dict[str, tuple[bytes, int]]:
+        return {t.name: (t.topic_id, t.partitions) for t in self._broker.replicas.topics().values()}
+
     def is_local_leader(self, partition: int) -> bool:
         if self._broker.replicas.log_dir.offline:
             return False  # nothing can be loaded from it or written to it

@@ -30,11 +30,23 @@ app = typer.Typer(
 @app.command("list")
 @command
 def list_(bootstrap: Bootstrap = B, output: OutputOpt = Output.table, x: ClientSettings = None) -> None:
-    """Every consumer group with its state."""
+    """Every consumer group with its state and protocol (classic, or consumer: KIP-848)."""
     a = admin(bootstrap, x)  # referenced until its futures resolve
     res = result(a.list_consumer_groups(), "list groups")
-    rows = sorted((g.group_id, str(g.state).replace("ConsumerGroupState.", "")) for g in res.valid)
-    emit(output, [{"group": g, "state": s} for g, s in rows], ["GROUP", "STATE"], rows)
+    rows = sorted(
+        (g.group_id, str(g.state).replace("ConsumerGroupState.", ""), _name(g.type)) for g in res.valid
+    )
+    emit(
+        output,
+        [{"group": g, "state": s, "protocol": t} for g, s, t in rows],
+        ["GROUP", "STATE", "PROTOCOL"],
+        rows,
+    )
+
+
+def _name(value: Any) -> str:
+    """A ConsumerGroupType of confluent-kafka's by name: classic, consumer (unknown if not told)."""
+    return str(getattr(value, "name", value)).lower() if value is not None else "unknown"
 
 
 def _committed(a: Any, group: str) -> dict[tuple[str, int], int]:
@@ -67,12 +79,15 @@ def describe(
     members = []
     for m in desc.members:
         tps = [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
+        target = m.target_assignment.topic_partitions if getattr(m, "target_assignment", None) else None
         members.append(
             {
                 "member": m.member_id,
                 "client": m.client_id,
                 "host": m.host,
                 "partitions": [f"{t}-{p}" for t, p in sorted(tps)],
+                # The consumer protocol's target (what the broker is moving the member to).
+                "target": None if target is None else [f"{tp.topic}-{tp.partition}" for tp in target],
             }
         )
         for tp in tps:
@@ -96,11 +111,23 @@ def describe(
         )
     total = sum(int(x["lag"] or 0) for x in parts)
     state = str(desc.state).replace("ConsumerGroupState.", "")
-    data = {"group": group, "state": state, "members": members, "partitions": parts, "total_lag": total}
+    protocol = _name(getattr(desc, "type", None))
+    data = {
+        "group": group,
+        "state": state,
+        "protocol": protocol,
+        "assignor": desc.partition_assignor,
+        "members": members,
+        "partitions": parts,
+        "total_lag": total,
+    }
     if output is not Output.table:
         emit(output, data)
         return
-    print(f"group {group}: {state}, {len(members)} member(s), total lag {total}")
+    print(
+        f"group {group}: {state}, {protocol} protocol, assignor {desc.partition_assignor or '-'}, "
+        f"{len(members)} member(s), total lag {total}"
+    )
     emit(
         output,
         None,

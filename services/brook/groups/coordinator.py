@@ -35,6 +35,7 @@ from brook.protocol.primitives import java_string_hash
 from brook.protocol.txn_records import CONTROL_COMMIT
 from brook.tasks import cancel_and_wait
 
+from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
 from .group import Group, GroupState, Member
 from .membership import GroupMembership
 from .settings import OFFSETS_TOPIC, GroupSettings
@@ -52,6 +53,9 @@ class OffsetsLog(Protocol):
     def topic_exists(self, topic: str) -> bool: ...
     async def append(self, partition: int, batch: bytes) -> None: ...
     def read_batches(self, partition: int) -> Iterator[bytes]: ...
+    def topic_partitions(self) -> Mapping[str, tuple[bytes, int]]:
+        """Every topic's id and partition count (consumer groups resolve subscriptions with it)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,7 @@ class GroupCoordinator(GroupMembership):
         self._loaded: set[int] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        self.consumer = ConsumerGroups(settings, log_.topic_partitions, self.check_coordinator)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -89,10 +94,12 @@ class GroupCoordinator(GroupMembership):
                     self.load_partition(p)
         self._tasks.append(asyncio.create_task(self._expire_sessions_loop()))
         self._tasks.append(asyncio.create_task(self._expire_offsets_loop()))
+        self.consumer.start()
 
     async def stop(self) -> None:
         await cancel_and_wait(*self._tasks)
         self._tasks.clear()
+        await self.consumer.stop()
         for g in self._groups.values():
             self._cancel_timer(g)
 
@@ -137,6 +144,7 @@ class GroupCoordinator(GroupMembership):
             self._fail_waiters(group, ErrorCode.NOT_COORDINATOR)
         for gid in [g for g in self._offsets if self.partition_for(g) == partition]:
             del self._offsets[gid]
+        self.consumer.drop([g for g in self.consumer.groups if self.partition_for(g) == partition])
         for groups in self._pending_txn.values():
             for gid in [g for g in groups if self.partition_for(g) == partition]:
                 del groups[gid]
@@ -222,6 +230,23 @@ class GroupCoordinator(GroupMembership):
                 raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic is not ready")
             raise KafkaError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {OFFSETS_TOPIC}-{p}")
 
+    def consumer_heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat. An empty classic group becomes a consumer group when a member of
+        the new protocol joins (Kafka's offline upgrade); a live classic group refuses it."""
+        classic = self._groups.get(hb.group_id)
+        if classic is not None and hb.group_id in self._groups_here():
+            if classic.members:
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a consumer group."
+                )
+            if hb.member_epoch == 0:
+                self._cancel_timer(classic)
+                del self._groups[hb.group_id]
+        return self.consumer.heartbeat(hb)
+
+    def _groups_here(self) -> Iterator[str]:
+        return (g for g in self._groups if self.partition_for(g) in self._loaded)
+
     def describe(self, group_id: str) -> tuple[ErrorCode, Group | None]:
         try:
             if group_id:  # Kafka describes the empty id as a group that does not exist (Dead)
@@ -231,7 +256,8 @@ class GroupCoordinator(GroupMembership):
         return ErrorCode.NONE, self._groups.get(group_id)
 
     def list_groups(self) -> Iterable[Group]:
-        names = set(self._groups) | set(self._offsets)
+        """The classic groups (a group id with only offsets is listed as an empty classic group)."""
+        names = (set(self._groups) | set(self._offsets)) - set(self.consumer.groups)
         for name in sorted(names):
             if self.partition_for(name) in self._loaded:
                 yield self._groups.get(name) or Group(name)
@@ -245,12 +271,16 @@ class GroupCoordinator(GroupMembership):
         group_instance_id: str | None,
         commits: list[OffsetCommit],
         topic_exists: Callable[[str, int], bool],
+        api_version: int = 9,
     ) -> dict[tuple[str, int], ErrorCode]:
         def all_(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
             return {(c.topic, c.partition): code for c in commits}
 
         try:
             self.check_coordinator(group_id)
+            if group_id in self.consumer.groups:
+                self.consumer.validate_commit(group_id, member_id, generation, api_version)
+                return await self._commit(group_id, commits, topic_exists)
         except KafkaError as e:
             return all_(e.code)
         group = self._groups.get(group_id)
@@ -270,6 +300,11 @@ class GroupCoordinator(GroupMembership):
             if group.is_(GroupState.COMPLETING_REBALANCE):
                 return all_(ErrorCode.REBALANCE_IN_PROGRESS)
             self._touch(member)
+        return await self._commit(group_id, commits, topic_exists)
+
+    async def _commit(
+        self, group_id: str, commits: list[OffsetCommit], topic_exists: Callable[[str, int], bool]
+    ) -> dict[tuple[str, int], ErrorCode]:
         now = self.now_ms()
         results, records, values = self._offset_records(group_id, commits, topic_exists, now)
         if records and await self._append_offsets(group_id, build_batch(records, now), values, results):
@@ -355,10 +390,16 @@ class GroupCoordinator(GroupMembership):
         return results
 
     def fetch_offsets(
-        self, group_id: str, partitions: list[tuple[str, list[int]]] | None
+        self,
+        group_id: str,
+        partitions: list[tuple[str, list[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> tuple[ErrorCode, list[tuple[str, int, OffsetValue | None]]]:
         try:
             self.check_coordinator(group_id)
+            if group_id in self.consumer.groups:
+                self.consumer.validate_fetch(group_id, member_id, member_epoch)
         except KafkaError as e:
             return e.code, []
         offsets = self._offsets.get(group_id, {})
@@ -406,9 +447,12 @@ class GroupCoordinator(GroupMembership):
         except KafkaError as e:
             return e.code, {}
         group = self._groups.get(group_id)
-        if group is None and group_id not in self._offsets:
+        consumer = self.consumer.groups.get(group_id)
+        if group is None and consumer is None and group_id not in self._offsets:
             return ErrorCode.GROUP_ID_NOT_FOUND, {}
         subscribed = group.subscribed_topics() if group is not None and group.members else set()
+        if consumer is not None:
+            subscribed = set(consumer.subscription_metadata) if consumer.members else set()
         if group is not None and group.members and subscribed is None:
             return ErrorCode.NON_EMPTY_GROUP, {}
         results: dict[tuple[str, int], ErrorCode] = {}

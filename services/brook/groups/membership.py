@@ -11,6 +11,7 @@ import uuid
 
 from brook.protocol.errors import ErrorCode, KafkaError
 
+from .consumer_coordinator import ConsumerGroups
 from .group import Group, GroupState, JoinResult, Member, StaticRejoin
 from .settings import GroupSettings
 
@@ -22,6 +23,7 @@ class GroupMembership:
 
     settings: GroupSettings
     _groups: dict[str, Group]
+    consumer: ConsumerGroups
 
     # -- what the coordinator provides ---------------------------------------------------------------
     def now_ms(self) -> int:
@@ -38,6 +40,17 @@ class GroupMembership:
 
     def _persist_group(self, group: Group) -> None:
         raise NotImplementedError
+
+    def _claim_for_classic(self, group_id: str) -> ErrorCode:
+        """A group id is one protocol's at a time: an empty consumer group becomes a classic one when a
+        classic member joins (Kafka's offline downgrade); a live one refuses the classic member."""
+        cg = self.consumer.groups.get(group_id)
+        if cg is None:
+            return ErrorCode.NONE
+        if cg.members:
+            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        self.consumer.drop([group_id])
+        return ErrorCode.NONE
 
     # -- membership --------------------------------------------------------------------------------
     async def join(
@@ -58,6 +71,9 @@ class GroupMembership:
             self.check_coordinator(group_id)
         except KafkaError as e:
             return JoinResult(e.code, member_id=member_id)
+        code = self._claim_for_classic(group_id)
+        if code is not ErrorCode.NONE:
+            return JoinResult(code, member_id=member_id)
         s = self.settings
         if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)

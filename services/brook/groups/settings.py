@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -17,3 +17,8 @@ class GroupSettings:
     max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
     initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    # The consumer group protocol (KIP-848): the broker owns sessions, heartbeats and assignors.
+    consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
+    consumer_assignors: tuple[str, ...] = field(default=("uniform", "range"))  # group.consumer.assignors

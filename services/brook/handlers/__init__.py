@@ -7,6 +7,7 @@ from brook.protocol.versions import ApiKey, advertised
 from .acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from .api_versions import make_api_versions_handler
 from .configs import handle_alter_configs, handle_describe_configs, handle_incremental_alter_configs
+from .consumer_groups import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from .context import Body, Handler
 from .delete_records import handle_delete_records
 from .elect_leaders import handle_elect_leaders
@@ -74,6 +75,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.LIST_GROUPS: handle_list_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,

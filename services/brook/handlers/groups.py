@@ -230,21 +230,19 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.LIST_GROUPS, v, hdr.body)
     states = {s.lower() for s in (getattr(req, "states_filter", None) or [])}
-    # v5 (KIP-848) filters by group type; every group here is a classic one.
-    types = {t.lower() for t in (getattr(req, "types_filter", None) or [])}
+    types = {t.lower() for t in (getattr(req, "types_filter", None) or [])}  # v5 (KIP-848)
     # DESCRIBE on the cluster lists every group; else only those the principal may describe.
     every = allowed(broker, Operation.DESCRIBE, ResourceType.CLUSTER)
+    found = [
+        (g.group_id, g.protocol_type or "", g.state.value, "classic") for g in broker.groups.list_groups()
+    ]
+    found += [(g.group_id, "consumer", g.state, "consumer") for g in broker.groups.consumer.list_groups()]
     groups = [
-        {
-            "group_id": g.group_id,
-            "protocol_type": g.protocol_type or "",
-            "group_state": g.state.value,
-            "group_type": "classic",
-        }
-        for g in broker.groups.list_groups()
-        if (not states or g.state.value.lower() in states)
-        and (not types or "classic" in types)
-        and (every or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, g.group_id))
+        {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
+        for gid, ptype, state, gtype in sorted(found)
+        if (not states or state.lower() in states)
+        and (not types or gtype in types)
+        and (every or allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, gid))
     ]
     return messages.encode_response(
         ApiKey.LIST_GROUPS, v, {"throttle_time_ms": 0, "error_code": 0, "groups": groups}

@@ -69,6 +69,7 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
                 getattr(req, "group_instance_id", None),
                 allowed_commits,
                 partition_exists(broker),
+                api_version=v,
             )
         )
     by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -84,14 +85,18 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
 
 
 def _fetch_group(
-    broker: Broker, group_id: str, topics: Any, require_stable: bool = False
+    broker: Broker,
+    group_id: str,
+    topics: Any,
+    require_stable: bool = False,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[ErrorCode, list[dict[str, Any]]]:
     wanted = None if topics is None else [(t.name, list(t.partition_indexes)) for t in topics]
     rows: list[Any] = []
     if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, group_id):
         code = ErrorCode.GROUP_AUTHORIZATION_FAILED
     else:
-        code, rows = broker.groups.fetch_offsets(group_id, wanted)
+        code, rows = broker.groups.fetch_offsets(group_id, wanted, *member)
     if code != ErrorCode.NONE and wanted is not None:
         rows = [(t, p, None) for t, ps in wanted for p in ps]
     # Topics the principal may not describe: refused when named, left out when all are asked for.
@@ -131,7 +136,9 @@ async def handle_offset_fetch(broker: Broker, hdr: RequestHeader) -> Body | None
     if v >= 8:
         groups = []
         for g in req.groups:
-            code, topics = _fetch_group(broker, g.group_id, g.topics, bool(req.require_stable))
+            # v9 (KIP-848) names the member: a consumer group checks its epoch.
+            member = (getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+            code, topics = _fetch_group(broker, g.group_id, g.topics, bool(req.require_stable), member)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return messages.encode_response(ApiKey.OFFSET_FETCH, v, {"throttle_time_ms": 0, "groups": groups})
     code, topics = _fetch_group(broker, req.group_id, req.topics, v >= 7 and bool(req.require_stable))

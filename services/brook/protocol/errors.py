@@ -119,6 +119,7 @@ class ErrorCode(IntEnum):
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 class KafkaError(Exception):

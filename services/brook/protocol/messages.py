@@ -44,20 +44,44 @@ import kafka.protocol.sasl as _sasl
 from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.schemas.fields.codecs import BitField
 
+from brook.protocol import primitives as _specs_package
 from brook.protocol.primitives import CodecError
 
 __all__ = ["decode_request", "encode_response", "request_class", "response_class"]
 
 
+# Messages kafka-python 3.0 lacks, generated from Apache Kafka's own JSON specs shipped next to this
+# module (taken from kafka-clients 4.4.0; Apache-2.0, their license header kept): KIP-848's APIs.
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+_SHIPPED = (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+
+
 def _collect() -> tuple[dict[int, Any], dict[int, Any]]:
     requests: dict[int, Any] = {}
     responses: dict[int, Any] = {}
-    for module in (_admin, _consumer, _metadata, _producer, _sasl):
-        for name in module.__all__:
-            obj = getattr(module, name)
-            if isinstance(obj, type) and issubclass(obj, ApiMessage) and obj is not ApiMessage:
-                cls: Any = obj
-                (requests if cls.is_request() else responses)[cls.API_KEY] = cls
+    found: list[Any] = [
+        getattr(m, n) for m in (_admin, _consumer, _metadata, _producer, _sasl) for n in m.__all__
+    ]
+    for obj in [*found, *_SHIPPED]:
+        if isinstance(obj, type) and issubclass(obj, ApiMessage) and obj is not ApiMessage:
+            cls: Any = obj
+            (requests if cls.is_request() else responses)[cls.API_KEY] = cls
     return requests, responses
 
 

@@ -117,8 +117,9 @@ class ApiKey(IntEnum):
     DELETE_SHARE_GROUP_OFFSETS = 92
 
 
-# First flexible version of every API kafka-python 3.0.12 defines. APIs absent here (SaslHandshake,
-# OffsetDelete, and everything Brook never decodes) have no flexible version.
+# First flexible version of every API kafka-python 3.0.12 defines (and those messages.py ships).
+# APIs absent here (SaslHandshake, OffsetDelete, and everything Brook never decodes) have no flexible
+# version.
 FLEXIBLE_FROM: dict[int, int] = {
     ApiKey.PRODUCE: 9,
     ApiKey.FETCH: 12,
@@ -170,6 +171,8 @@ FLEXIBLE_FROM: dict[int, int] = {
     ApiKey.LIST_TRANSACTIONS: 0,
     ApiKey.LIST_CONFIG_RESOURCES: 0,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
 }
 
 # Every version Brook can decode and answer (inclusive ranges). The first block is the set all four
@@ -228,6 +231,9 @@ ALL_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # KIP-848, the consumer group protocol (specs shipped in this package, see messages.py).
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
 }
 
 _NEVER = 1 << 15

@@ -62,7 +62,9 @@ def test_note_version_set_and_admin_additions() -> None:
     assert ALL_VERSIONS[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
     assert ALL_VERSIONS[ApiKey.ALTER_CLIENT_QUOTAS] == (0, 1)
     assert ALL_VERSIONS[ApiKey.DESCRIBE_LOG_DIRS] == (1, 4)  # v0 left Kafka 4
-    assert len(ALL_VERSIONS) == 47
+    assert ALL_VERSIONS[ApiKey.CONSUMER_GROUP_HEARTBEAT] == (0, 1)  # KIP-848, v1: KIP-1082
+    assert ALL_VERSIONS[ApiKey.CONSUMER_GROUP_DESCRIBE] == (0, 1)
+    assert len(ALL_VERSIONS) == 49
 
 
 def test_flexibility() -> None:

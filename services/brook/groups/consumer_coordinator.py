@@ -1,0 +1,492 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe (KIP-848): the broker drives the rebalance.
+
+Each heartbeat may change the member's subscription (bumping the group epoch), recompute the target
+assignment when the group epoch is ahead of it, and move the member one reconciliation step
+(consumer_group.reconcile). Sessions and rebalance timeouts are the broker's: a member silent for
+`group.consumer.session.timeout.ms`, or holding partitions to revoke past its rebalance timeout, is
+fenced and its partitions go to the others. Error codes and messages follow Kafka's
+GroupMetadataManager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.tasks import cancel_and_wait
+
+from .assignors import ASSIGNORS, Assignment
+from .consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    reconcile,
+)
+from .settings import GroupSettings
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ConsumerGroups", "Heartbeat", "HeartbeatResult"]
+
+# topic name -> (topic id, partition count)
+TopicsView = Callable[[], Mapping[str, tuple[bytes, int]]]
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    """A decoded ConsumerGroupHeartbeat request (None: unchanged since the last heartbeat)."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: dict[bytes, set[int]] | None = None
+    client_id: str = ""
+    client_host: str = ""
+    version: int = 1
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    error: ErrorCode = ErrorCode.NONE
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None
+
+
+def _invalid(message: str) -> KafkaError:
+    return KafkaError(ErrorCode.INVALID_REQUEST, message)
+
+
+class ConsumerGroups:
+    """The consumer-protocol groups this broker coordinates (held by the GroupCoordinator)."""
+
+    def __init__(
+        self,
+        settings: GroupSettings,
+        topics: TopicsView,
+        check_coordinator: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings
+        self._topics = topics
+        self._check_coordinator = check_coordinator
+        self._clock = clock
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._expire_loop())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+            self._task = None
+
+    # -- the heartbeat ------------------------------------------------------------------------------
+    def heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
+        try:
+            self._validate(hb)
+            self._check_coordinator(hb.group_id)
+            if hb.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                return self._leave(hb)
+            return self._heartbeat(hb)
+        except KafkaError as e:
+            return HeartbeatResult(e.code, e.message)
+
+    def _validate(self, hb: Heartbeat) -> None:
+        """Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid."""
+        if hb.group_id == "":
+            raise _invalid("GroupId can't be empty.")
+        if hb.instance_id == "":
+            raise _invalid("InstanceId can't be empty.")
+        if hb.rack_id == "":
+            raise _invalid("RackId can't be empty.")
+        if hb.version >= 1 and hb.member_id == "":
+            raise _invalid("MemberId can't be empty.")
+        if hb.member_epoch > 0 or hb.member_epoch == LEAVE_EPOCH:
+            if hb.member_id == "":
+                raise _invalid("MemberId can't be empty.")
+        elif hb.member_epoch == 0:
+            if hb.rebalance_timeout_ms == -1:
+                raise _invalid("RebalanceTimeoutMs must be provided in first request.")
+            if hb.owned is None or any(hb.owned.values()):
+                raise _invalid("TopicPartitions must be empty when (re-)joining.")
+            if not hb.subscribed_topic_names and hb.subscribed_topic_regex is None:
+                raise _invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif hb.member_epoch == STATIC_LEAVE_EPOCH:
+            if hb.member_id == "":
+                raise _invalid("MemberId can't be empty.")
+            if hb.instance_id is None:
+                raise _invalid("InstanceId can't be null.")
+        else:
+            raise _invalid("MemberEpoch is invalid.")
+        if hb.subscribed_topic_regex is not None:
+            try:
+                re.compile(hb.subscribed_topic_regex)
+            except re.error as e:
+                raise KafkaError(
+                    ErrorCode.INVALID_REGULAR_EXPRESSION,
+                    f"SubscribedTopicRegex `{hb.subscribed_topic_regex}` is not a valid regular "
+                    f"expression: {e}.",
+                ) from None
+        assignors = self.settings.consumer_assignors
+        if hb.server_assignor is not None and hb.server_assignor not in assignors:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_ASSIGNOR,
+                f"ServerAssignor {hb.server_assignor} is not supported. Supported assignors: "
+                f"{', '.join(assignors)}.",
+            )
+
+    def _group(self, group_id: str, create: bool) -> ConsumerGroup:
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Consumer group {group_id} not found.")
+            # Kafka 4.4 answers a group's first member with epoch 2: the group starts one epoch on.
+            group = self.groups[group_id] = ConsumerGroup(group_id, group_epoch=1)
+        return group
+
+    def _member(self, group: ConsumerGroup, hb: Heartbeat, create: bool) -> ConsumerMember:
+        """Kafka's getOrMaybeSubscribe{Dynamic,Static}ConsumerGroupMember."""
+        if hb.instance_id is None:
+            member = group.members.get(hb.member_id)
+            if member is None:
+                if not create:
+                    raise KafkaError(
+                        ErrorCode.UNKNOWN_MEMBER_ID,
+                        f"Member {hb.member_id} is not a member of group {group.group_id}.",
+                    )
+                return ConsumerMember(hb.member_id)
+            if hb.member_epoch == 0:
+                # The member lost its place (fenced, or restarted under its KIP-1082 id): it has
+                # given its partitions up and starts over.
+                self._rejoin(group, member)
+            self._check_epoch(member, hb)
+            return member
+        old = group.static_member(hb.instance_id)
+        if create:
+            if old is None:
+                return ConsumerMember(hb.member_id, instance_id=hb.instance_id)
+            if old.member_epoch != STATIC_LEAVE_EPOCH and old.member_id != hb.member_id:
+                raise KafkaError(
+                    ErrorCode.UNRELEASED_INSTANCE_ID,
+                    f"Static member {hb.member_id} with instance id {hb.instance_id} cannot join the group "
+                    f"because the instance id is owned by {old.member_id} member.",
+                )
+            # The rejoining instance takes the old member's place and assignment, from epoch 0.
+            new = ConsumerMember(
+                hb.member_id,
+                instance_id=old.instance_id,
+                rack_id=old.rack_id,
+                rebalance_timeout_ms=old.rebalance_timeout_ms,
+                subscribed_names=old.subscribed_names,
+                subscribed_regex=old.subscribed_regex,
+                server_assignor=old.server_assignor,
+                assigned={t: set(ps) for t, ps in old.assigned.items()},
+            )
+            group.replace(old, new)
+            log.info(
+                "consumer group %s: static member %s (instance %s) rejoins as %s",
+                group.group_id,
+                old.member_id,
+                hb.instance_id,
+                new.member_id,
+            )
+            return new
+        old = self._static_member(group, hb)
+        self._check_epoch(old, hb)
+        return old
+
+    @staticmethod
+    def _static_member(group: ConsumerGroup, hb: Heartbeat) -> ConsumerMember:
+        """The static member of the request's instance id, which must be the request's member."""
+        assert hb.instance_id is not None
+        member = group.static_member(hb.instance_id)
+        if member is None:
+            raise KafkaError(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {hb.instance_id} is unknown.")
+        if member.member_id != hb.member_id:
+            raise KafkaError(
+                ErrorCode.FENCED_INSTANCE_ID,
+                f"Static member {hb.member_id} with instance id {hb.instance_id} was fenced by member "
+                f"{member.member_id}.",
+            )
+        return member
+
+    def _rejoin(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        member.assigned, member.pending_revocation = {}, {}
+        member.member_epoch = member.previous_member_epoch = 0
+        member.state = MemberState.STABLE
+        member.rebalance_deadline = None
+        group.set_ownership(member)
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, hb: Heartbeat) -> None:
+        """Kafka's throwIfConsumerGroupMemberEpochIsInvalid."""
+        received, known = hb.member_epoch, member.member_epoch
+        if received > known:
+            raise KafkaError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a greater member epoch ({received}) than the one known by "
+                f"the group coordinator ({known}). The member must abandon all its partitions and rejoin.",
+            )
+        if received < known:
+            # The previous epoch with a subset of the assignment: the answer that bumped it was lost.
+            subset = hb.owned is not None and all(
+                ps <= member.assigned.get(t, set()) for t, ps in hb.owned.items()
+            )
+            if received != member.previous_member_epoch or not subset:
+                raise KafkaError(
+                    ErrorCode.FENCED_MEMBER_EPOCH,
+                    f"The consumer group member has a smaller member epoch ({received}) than the one known "
+                    f"by the group coordinator ({known}). The member must abandon all its partitions and "
+                    "rejoin.",
+                )
+
+    def _heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
+        joining = hb.member_epoch == 0
+        group = self._group(hb.group_id, create=joining)
+        max_size = self.settings.consumer_max_size
+        if len(group.members) >= max_size and (not hb.member_id or hb.member_id not in group.members):
+            raise KafkaError(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"The consumer group has reached its maximum capacity of {max_size} members.",
+            )
+        if not hb.member_id:  # v0: the coordinator names the member
+            hb.member_id = str(uuid.uuid4())
+        member = self._member(group, hb, create=joining)
+        bump = member.member_id not in group.members
+        if bump:
+            group.add(member)
+        bump |= self._update(member, hb)
+        now = self._clock()
+        topics = self._topics()
+        self._resolve(group, topics, known=True)
+        metadata = self._subscription_metadata(group, topics)
+        self._resolve(group, topics, known=False)
+        if bump or metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            group.group_epoch += 1
+            log.info("consumer group %s: group epoch %d", group.group_id, group.group_epoch)
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group)
+        changed = reconcile(group, member, hb.owned, now)
+        member.session_deadline = now + self.settings.consumer_session_timeout_ms / 1000
+        full = joining or (
+            hb.rebalance_timeout_ms != -1
+            and (hb.subscribed_topic_names is not None or hb.subscribed_topic_regex is not None)
+            and hb.owned is not None
+        )
+        return HeartbeatResult(
+            member_id=member.member_id,
+            member_epoch=member.member_epoch,
+            heartbeat_interval_ms=self.settings.consumer_heartbeat_interval_ms,
+            assignment=member.assigned if full or changed else None,
+        )
+
+    @staticmethod
+    def _update(member: ConsumerMember, hb: Heartbeat) -> bool:
+        """Apply the fields the member sent; True when its subscription changed (a new group epoch)."""
+        if hb.instance_id is not None:
+            member.instance_id = hb.instance_id
+        if hb.rack_id is not None:
+            member.rack_id = hb.rack_id
+        if hb.rebalance_timeout_ms != -1:
+            member.rebalance_timeout_ms = hb.rebalance_timeout_ms
+        member.client_id, member.client_host = hb.client_id, hb.client_host
+        changed = False
+        if hb.subscribed_topic_names is not None:
+            names = frozenset(hb.subscribed_topic_names)
+            changed |= names != member.subscribed_names
+            member.subscribed_names = names
+        if hb.subscribed_topic_regex is not None:
+            regex = hb.subscribed_topic_regex or None  # "" clears it
+            changed |= regex != member.subscribed_regex
+            member.subscribed_regex = regex
+        if hb.server_assignor is not None:
+            changed |= hb.server_assignor != member.server_assignor
+            member.server_assignor = hb.server_assignor
+        return changed
+
+    @staticmethod
+    def _resolve(group: ConsumerGroup, topics: Mapping[str, tuple[bytes, int]], known: bool) -> None:
+        """Match the members' regexes against the topics: those already resolved (`known`: so new
+        topics are seen), or the new ones (used from the next heartbeat on, as Kafka does)."""
+        regexes = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
+        for regex in regexes:
+            if (regex in group.regex_topics) == known:
+                # Whole-name matches, as Kafka's RE2/J matches(); internal topics are never matched.
+                pattern = re.compile(regex)
+                matched = (t for t in topics if not t.startswith("__") and pattern.fullmatch(t))
+                group.regex_topics[regex] = frozenset(matched)
+        for regex in set(group.regex_topics) - regexes:
+            del group.regex_topics[regex]
+
+    @staticmethod
+    def _subscribed(
+        group: ConsumerGroup, member: ConsumerMember, topics: Mapping[str, tuple[bytes, int]]
+    ) -> set[str]:
+        names = set(member.subscribed_names)
+        if member.subscribed_regex:
+            names |= group.regex_topics.get(member.subscribed_regex, frozenset())
+        return {t for t in names if t in topics}
+
+    def _subscription_metadata(
+        self, group: ConsumerGroup, topics: Mapping[str, tuple[bytes, int]]
+    ) -> dict[str, tuple[bytes, int]]:
+        names: set[str] = set()
+        for m in group.members.values():
+            names |= self._subscribed(group, m, topics)
+        return {t: topics[t] for t in sorted(names)}
+
+    def _assign(self, group: ConsumerGroup) -> None:
+        topics = group.subscription_metadata
+        subscriptions = {
+            mid: {topics[t][0] for t in self._subscribed(group, m, topics)}
+            for mid, m in group.members.items()
+        }
+        wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        group.assignor = wanted.most_common(1)[0][0] if wanted else self.settings.consumer_assignors[0]
+        partitions = dict(topics.values())
+        group.target = ASSIGNORS[group.assignor](subscriptions, partitions, group.target)
+        group.assignment_epoch = group.group_epoch
+
+    def _leave(self, hb: Heartbeat) -> HeartbeatResult:
+        """Kafka's consumerGroupLeave: -1 leaves; -2 (static) leaves for now, keeping the place."""
+        group = self._group(hb.group_id, create=False)
+        if hb.instance_id is None:
+            member = group.members.get(hb.member_id)
+            if member is None:
+                raise KafkaError(
+                    ErrorCode.UNKNOWN_MEMBER_ID,
+                    f"Member {hb.member_id} is not a member of group {group.group_id}.",
+                )
+        else:
+            member = self._static_member(group, hb)
+            if hb.member_epoch == STATIC_LEAVE_EPOCH:
+                log.info(
+                    "consumer group %s: static member %s (instance %s) left for now",
+                    group.group_id,
+                    member.member_id,
+                    member.instance_id,
+                )
+                member.member_epoch = STATIC_LEAVE_EPOCH
+                member.pending_revocation = {}
+                member.rebalance_deadline = None
+                group.set_ownership(member)
+                return HeartbeatResult(member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH)
+        self.fence(group, member.member_id, "left the group")
+        return HeartbeatResult(member_id=hb.member_id, member_epoch=hb.member_epoch)
+
+    def fence(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        """Remove a member: its partitions are free for the others at the next group epoch."""
+        if group.remove(member_id) is not None:
+            group.group_epoch += 1
+            log.info(
+                "consumer group %s: member %s %s (group epoch %d)",
+                group.group_id,
+                member_id,
+                why,
+                group.group_epoch,
+            )
+
+    # -- timeouts -----------------------------------------------------------------------------------
+    def expire(self) -> None:
+        now = self._clock()
+        for group in list(self.groups.values()):
+            for member in list(group.members.values()):
+                if member.session_deadline and now > member.session_deadline:
+                    self.fence(group, member.member_id, "missed its session timeout")
+                elif member.rebalance_deadline is not None and now > member.rebalance_deadline:
+                    self.fence(group, member.member_id, "did not revoke its partitions in time")
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.2)
+            try:
+                self.expire()
+            except Exception:
+                log.exception("consumer group session expiry failed")
+
+    # -- offsets and listing ------------------------------------------------------------------------
+    def validate_commit(self, group_id: str, member_id: str, member_epoch: int, version: int) -> None:
+        """Kafka's ConsumerGroup.validateOffsetCommit; raises the error to answer with."""
+        group = self.groups[group_id]
+        if member_epoch < 0 and not group.members:
+            return  # an admin commit (or a consumer outside group management) to an empty group
+        member = group.members.get(member_id)
+        if member is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+            )
+        if version < 9:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                "OffsetCommit version 9 or above must be used by members using the modern group protocol",
+            )
+        if member_epoch != member.member_epoch:
+            raise KafkaError(
+                ErrorCode.STALE_MEMBER_EPOCH,
+                f"The received member epoch {member_epoch} does not match the expected member epoch "
+                f"{member.member_epoch}.",
+            )
+
+    def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
+        """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9+ names the member)."""
+        if member_id is None and member_epoch < 0:
+            return
+        group = self.groups[group_id]
+        member = group.members.get(member_id or "")
+        if member is None:
+            raise KafkaError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
+            )
+        if member_epoch != member.member_epoch:
+            raise KafkaError(
+                ErrorCode.STALE_MEMBER_EPOCH,
+                f"The received member epoch {member_epoch} does not match the expected member epoch "
+                f"{member.member_epoch}.",
+            )
+
+    def describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
+        try:
+            self._check_coordinator(group_id)
+        except KafkaError as e:
+            return e.code, e.message, None
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.", None
+        return ErrorCode.NONE, None, group
+
+    def topics(self) -> Mapping[str, tuple[bytes, int]]:
+        return self._topics()
+
+    def list_groups(self) -> Iterable[ConsumerGroup]:
+        """The consumer groups of the offsets-topic partitions this broker leads."""
+        for gid in sorted(self.groups):
+            try:
+                self._check_coordinator(gid)
+            except KafkaError:
+                continue
+            yield self.groups[gid]
+
+    def drop(self, group_ids: Iterable[str]) -> None:
+        """Forget groups (their partition of the offsets topic moved away, or they were deleted)."""
+        for gid in group_ids:
+            self.groups.pop(gid, None)

@@ -1,0 +1,145 @@
+"""The consumer group protocol (KIP-848) on the wire: heartbeat edge cases and a member's life give
+Kafka's error codes and messages. Topic ids differ between the two brokers, so assignments (which
+name topics by id) are compared by their partitions only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from brook.protocol.versions import ApiKey
+from tests.support.differential import Wire, agree, differences
+
+from .test_groups import coordinated
+from .test_records import led
+from .test_topics import create, topic
+
+pytestmark = pytest.mark.slow
+
+HB = ApiKey.CONSUMER_GROUP_HEARTBEAT
+
+
+def heartbeat(group: str, member: str, epoch: int, **fields: Any) -> dict[str, Any]:
+    return {"group_id": group, "member_id": member, "member_epoch": epoch, **fields}
+
+
+def joining(group: str, member: str, **fields: Any) -> dict[str, Any]:
+    return heartbeat(
+        group,
+        member,
+        0,
+        rebalance_timeout_ms=30000,
+        subscribed_topic_names=["cg-topic"],
+        topic_partitions=[],
+        **fields,
+    )
+
+
+@pytest.fixture(scope="module")
+def cg_topic(peers: tuple[str, str]) -> str:
+    with Wire(peers[0]) as k, Wire(peers[1]) as b:
+        agree(k, b, ApiKey.CREATE_TOPICS, 7, create(topic("cg-topic", 2)), ignore=["configs"])
+        for w in (k, b):
+            led(w, "cg-topic", 2)
+            coordinated(w, "cg-life")
+            coordinated(w, "cg-edge")
+    return "cg-topic"
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        heartbeat("cg-edge", "m", 0, subscribed_topic_names=["cg-topic"], topic_partitions=[]),
+        heartbeat("cg-edge", "m", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["cg-topic"]),
+        heartbeat("cg-edge", "m", 0, rebalance_timeout_ms=1000, topic_partitions=[]),
+        joining("cg-edge", ""),
+        joining("", "m"),
+        joining("cg-edge", "m", instance_id=""),
+        heartbeat("cg-edge", "m", -3),
+        heartbeat("cg-edge", "m", -2),
+        joining("cg-edge", "m", server_assignor="sticky"),
+        heartbeat("cg-edge", "m", 5),
+        heartbeat("cg-edge", "m", -1),
+    ],
+    ids=[
+        "no-rebalance-timeout",
+        "no-owned-partitions",
+        "no-subscription",
+        "no-member-id",
+        "empty-group-id",
+        "empty-instance-id",
+        "epoch-minus-3",
+        "static-leave-without-instance",
+        "unknown-assignor",
+        "unknown-group",
+        "leave-unknown-group",
+    ],
+)
+def test_heartbeat_refused(wires: tuple[Wire, Wire], cg_topic: str, request_: dict[str, Any]) -> None:
+    k, b = wires
+    answer = agree(k, b, HB, 1, request_)
+    assert answer["error_code"] != "NONE(0)"
+
+
+def test_invalid_regex(wires: tuple[Wire, Wire], cg_topic: str) -> None:
+    """RE2/J and Python word their complaints differently; the code is Kafka's."""
+    k, b = wires
+    req = heartbeat(
+        "cg-edge", "m", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="(", topic_partitions=[]
+    )
+    answer = agree(k, b, HB, 1, req, ignore=["error_message"])
+    assert answer["error_code"] == "INVALID_REGULAR_EXPRESSION(128)"
+
+
+def test_member_life(wires: tuple[Wire, Wire], cg_topic: str) -> None:
+    """Join, heartbeat, fenced epochs, commits checked against the member epoch, a static member's
+    instance in use, leave."""
+    k, b = wires
+    g = "cg-life"
+    ignore = ["topic_id", "heartbeat_interval_ms"]
+    joined = agree(k, b, HB, 1, joining(g, "m1"), ignore=ignore)
+    assert joined["member_epoch"] == 2  # Kafka 4.4 starts a new group one epoch on
+    assert joined["assignment"]["topic_partitions"][0]["partitions"] == [0, 1]
+    agree(k, b, HB, 1, heartbeat(g, "m1", 7), ignore=ignore)  # FENCED_MEMBER_EPOCH, greater
+    agree(k, b, HB, 1, heartbeat(g, "nobody", 1), ignore=ignore)  # UNKNOWN_MEMBER_ID
+    # Kafka 4.4 computes a new target assignment off the request path: a second member's first
+    # answer carries the old epoch or the new one, depending on timing.
+    agree(k, b, HB, 1, joining(g, "s1", instance_id="i1"), ignore=[*ignore, "member_epoch", "assignment"])
+    agree(k, b, HB, 1, joining(g, "s2", instance_id="i1"), ignore=ignore)  # UNRELEASED_INSTANCE_ID
+    agree(k, b, HB, 1, heartbeat(g, "s2", 1, instance_id="i1"), ignore=ignore)  # FENCED_INSTANCE_ID
+
+    def commit(member: str, epoch: int, version: int = 9) -> dict[str, Any]:
+        return {
+            "group_id": g,
+            "generation_id_or_member_epoch": epoch,
+            "member_id": member,
+            "group_instance_id": None,
+            "retention_time_ms": -1,
+            "topics": [
+                {
+                    "name": "cg-topic",
+                    "partitions": [
+                        {
+                            "partition_index": 0,
+                            "committed_offset": 1,
+                            "committed_leader_epoch": -1,
+                            "committed_metadata": "",
+                        }
+                    ],
+                }
+            ],
+        }
+
+    agree(k, b, ApiKey.OFFSET_COMMIT, 9, commit("m1", 0))  # STALE_MEMBER_EPOCH
+    agree(k, b, ApiKey.OFFSET_COMMIT, 9, commit("nobody", 1))  # UNKNOWN_MEMBER_ID
+    agree(k, b, ApiKey.OFFSET_COMMIT, 9, commit("", -1))  # an admin commit to a group with members
+    # The state is Assigning or Reconciling on Kafka depending on when its assignment ran.
+    listed = {"states_filter": [], "types_filter": ["consumer"]}
+    agree(k, b, ApiKey.LIST_GROUPS, 5, listed, ignore=["group_state"])
+    agree(k, b, ApiKey.DESCRIBE_GROUPS, 5, {"groups": [g], "include_authorized_operations": False})
+    for m, i in (("m1", None), ("s1", "i1")):
+        agree(k, b, HB, 1, heartbeat(g, m, -1, instance_id=i), ignore=ignore)
+    agree(k, b, HB, 1, heartbeat(g, "m1", -1), ignore=ignore)  # gone: UNKNOWN_MEMBER_ID
+    d = [w.send(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [g, "cg-none"]}) for w in (k, b)]
+    assert not differences(d[0], d[1], ignore=["group_epoch", "assignment_epoch", "authorized_operations"])
