@@ -16,7 +16,7 @@ from tests.support.broker import BrokerProcess
 
 require_spark()
 require_kafka_connector()
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # the first test may start Spark
 
 # Recent CreateTimes (retention deletes old segments), ten seconds apart.
 TS0 = int(time.time() * 1000) - 120_000
