@@ -27,6 +27,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
+from tests.conftest import GROUP_ARGS
 from tests.spark.helpers import create_topic, produce, require_kafka_connector, require_spark
 from tests.support.broker import BrokerProcess
 from tests.support.ports import free_port
@@ -75,7 +76,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         *("--ssl-keystore-location", str(tmp / "server.pem")),
         *("--sasl-enabled-mechanisms", "SCRAM-SHA-512"),
         *("--authorizer-class-name", AUTHORIZER, "--super-users", "User:ANONYMOUS"),
-        *("--num-partitions", "2", "--group-initial-rebalance-delay-ms", "0"),
+        *GROUP_ARGS,
+        *("--num-partitions", "2"),
     ]
     broker.start()
     try:
