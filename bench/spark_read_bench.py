@@ -2,17 +2,18 @@
 """Spark read benchmark: rows/s of a streaming read of a Brook topic into an aggregation (not a test).
 
     .venv/bin/python bench/spark_read_bench.py [--records N] [--partitions P] [--masters local[1],local[2]]
-        [--repeats R] [--max-offsets-per-trigger M] [--bootstrap HOST:PORT]
+        [--repeats R] [--max-offsets-per-trigger M] [--bootstrap HOST:PORT] [--formats brook,kafka]
 
 Starts `python -m brook.cli broker` on a free 127.0.0.1 port (unless --bootstrap), produces N records of
 100-byte values over P partitions, then for each Spark master runs a streaming query
-    readStream.format("brook") -> groupBy(partition).agg(count, max(offset), sum(length(value)))
+    readStream.format(F) -> groupBy(partition).agg(count, max(offset), sum(length(value)))
     -> writeStream.format("noop").outputMode("complete").trigger(availableNow=True)
-and prints rows/s (rows read / wall time of the query, Spark start excluded), the best micro-batch's
-processedRowsPerSecond, the same query over 30,000 records (its CPU is the per-query fixed cost), and
-rows per CPU-second spent by Spark (the driver JVM, the executor threads and
-the Python workers: /proc times of this process tree), i.e. rows/s per fully used core. The broker runs
-on the same machine and shares its cores; its CPU is not counted in the per-core figure.
+for each format F ("brook": services/pyspark_brook; "kafka": Spark's built-in connector, the jars of
+scripts/setup-spark-kafka), and prints rows/s (rows read / wall time of the query, Spark start
+excluded), the best micro-batch's processedRowsPerSecond, the same query over 30,000 records (its CPU
+is the per-query fixed cost), and rows per CPU-second spent by Spark (the driver JVM, the executor
+threads and the Python workers: /proc times of this process tree), i.e. rows/s per fully used core.
+The broker runs on the same machine and shares its cores; its CPU is not counted in the per-core figure.
 """
 
 from __future__ import annotations
@@ -118,15 +119,20 @@ def tree_cpu(root: int, by_kind: dict[str, float] | None = None) -> float:
     return total
 
 
-def run_query(master: str, bootstrap: str, topic: str, max_per_trigger: int | None, repeats: int) -> None:
+def run_query(
+    master: str, fmt: str, bootstrap: str, topic: str, max_per_trigger: int | None, repeats: int
+) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
     cores = int(master[master.index("[") + 1 : master.index("]")])
+    builder = SparkSession.builder
+    if fmt == "kafka":
+        builder = builder.config("spark.jars", (ROOT / ".venv" / "spark-kafka-jars.txt").read_text().strip())
     spark = (
-        SparkSession.builder.master(master)
+        builder.master(master)
         .appName("brook-read-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", str(cores))
@@ -140,7 +146,7 @@ def run_query(master: str, bootstrap: str, topic: str, max_per_trigger: int | No
 
     def one_run(run_topic: str) -> tuple[float, float, int, float, int, float, str]:
         reader = (
-            spark.readStream.format("brook")
+            spark.readStream.format(fmt)
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", run_topic)
             .option("startingOffsets", "earliest")
@@ -191,7 +197,7 @@ def run_query(master: str, bootstrap: str, topic: str, max_per_trigger: int | No
     spread = f"{ranked[0][0]:,.0f}-{ranked[-1][0]:,.0f}"
     marginal = (rows - SMALL) / max(1e-9, cpu - fixed)
     print(
-        f"{master}: median run {rate:,.0f} rows/s wall (runs {spread}); {rows:,} rows in {wall:.2f} s, "
+        f"{fmt} {master}: median run {rate:,.0f} rows/s wall (runs {spread}); {rows:,} rows in {wall:.2f} s, "
         f"{batches} micro-batch(es), best batch {best_batch:,.0f} rows/s; Spark CPU {cpu:.2f} s "
         f"({split}) -> {rows / cpu:,.0f} rows per Spark CPU-second; per-query fixed cost "
         f"{fixed:.2f} CPU-s (median), per row {1e6 / marginal:.2f} µs -> {marginal:,.0f} rows per CPU-second",
@@ -201,10 +207,12 @@ def run_query(master: str, bootstrap: str, topic: str, max_per_trigger: int | No
         "rows_per_s", "best_batch_rows_per_s", "rows", "wall_s", "micro_batches", "spark_cpu_s", "cpu_split",
     )  # fmt: skip
     raw.save(
-        f"spark_read_bench-{master.replace('[', '').replace(']', '')}",
+        f"spark_read_bench-{fmt}-{master.replace('[', '').replace(']', '')}",
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}",
-        {"runs": [dict(zip(fields, r, strict=True)) for r in results],
-         "small_runs": [dict(zip(fields, r, strict=True)) for r in small]},
+        {
+            "runs": [dict(zip(fields, r, strict=True)) for r in results],
+            "small_runs": [dict(zip(fields, r, strict=True)) for r in small],
+        },
     )
 
 
@@ -216,11 +224,13 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=None)
     ap.add_argument("--bootstrap", default=None)
+    ap.add_argument("--formats", default="brook")  # brook,kafka: Spark's own connector beside it
+    ap.add_argument("--format", default="brook", help=argparse.SUPPRESS)  # internal, with --query-only
     ap.add_argument("--query-only", help=argparse.SUPPRESS)  # internal: one master in a fresh process
     ap.add_argument("--topic", default="bench-spark-read")
     a = ap.parse_args()
     if a.query_only:
-        run_query(a.query_only, a.bootstrap, a.topic, a.max_offsets_per_trigger, a.repeats)
+        run_query(a.query_only, a.format, a.bootstrap, a.topic, a.max_offsets_per_trigger, a.repeats)
         return 0
     tmp = Path(tempfile.mkdtemp(prefix="brook-spark-bench-"))
     broker = None
@@ -235,13 +245,15 @@ def main() -> int:
             f"({os.cpu_count()} cores on this machine, broker included)",
             flush=True,
         )
-        for master in a.masters.split(","):
+        for fmt, master in ((f, m) for f in a.formats.split(",") for m in a.masters.split(",")):
             # One process per master: a SparkContext's master cannot change within a process.
             cmd = [
                 sys.executable,
                 __file__,
                 "--query-only",
                 master,
+                "--format",
+                fmt,
                 "--bootstrap",
                 bootstrap,
                 "--topic",

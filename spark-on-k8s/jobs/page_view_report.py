@@ -2,9 +2,11 @@
 
 Reads the whole topic (a batch query), keeps the latest record per key (a window's final count under
 output mode update), sums the windows per page and writes one JSON line per page, busiest first, to
-`--output` (a local or shared path) and to stdout.
+`--output` (a local or shared path) and to stdout. `--format kafka` reads with Spark's built-in Kafka
+connector instead of Brook's data source (the connector's jars on spark.jars or spark.jars.packages).
 
     spark-submit page_view_report.py --bootstrap HOST:PORT [--counts page-view-counts] [--output FILE]
+        [--format brook|kafka]
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import sys
 from typing import Any
 
 
-def report(spark: Any, bootstrap: str, counts_topic: str = "page-view-counts") -> list[dict[str, Any]]:
+def report(
+    spark: Any, bootstrap: str, counts_topic: str = "page-view-counts", fmt: str = "brook"
+) -> list[dict[str, Any]]:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     df = (
-        spark.read.format("brook")
+        spark.read.format(fmt)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", counts_topic)
         .option("startingOffsets", "earliest")
@@ -48,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap", default=os.environ.get("BROOK_BOOTSTRAP", "brook:9092"))
     ap.add_argument("--counts", default="page-view-counts")
     ap.add_argument("--output", default=None)
+    ap.add_argument("--format", default="brook", choices=["brook", "kafka"])
     a = ap.parse_args(argv)
 
     from pyspark.sql import SparkSession
@@ -60,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     import pyspark_brook
 
     pyspark_brook.register(spark)
-    rows = report(spark, a.bootstrap, a.counts)
+    rows = report(spark, a.bootstrap, a.counts, a.format)
     lines = [json.dumps(r, sort_keys=True) for r in rows]
     if a.output:
         os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)

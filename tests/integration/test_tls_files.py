@@ -7,6 +7,7 @@ import datetime
 import os
 import socket
 import ssl
+import time
 from pathlib import Path
 
 import trustme
@@ -135,3 +136,31 @@ def test_listener_requiring_client_certificates_and_advertised_listeners_file(tm
         assert [(b.host, b.port) for b in md.brokers.values()] == [("localhost", broker.port)]
     finally:
         broker.stop()
+
+
+def test_stop_does_not_wait_for_an_idle_tls_client(tmp_path: Path) -> None:
+    """A TLS client that holds its connection without reading (a Java consumer between polls) never
+    answers the server's close_notify; asyncio would wait 30 s for it. SIGTERM stops the broker at once,
+    as Kafka's shutdown closes its sockets outright."""
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    tls_port = free_port()
+    b = BrokerProcess(tmp_path / "data")
+    b.args = [
+        *("--listeners", f"PLAINTEXT://127.0.0.1:{b.port},SSL://127.0.0.1:{tls_port}"),
+        *("--ssl-keystore-location", str(tmp_path / "server.pem")),
+    ]
+    b.start()
+    ctx = ssl.create_default_context()
+    ca.configure_trust(ctx)
+    try:
+        with (
+            socket.create_connection(("127.0.0.1", tls_port), timeout=10) as sock,
+            ctx.wrap_socket(sock, server_hostname="127.0.0.1"),
+        ):
+            t = time.monotonic()
+            assert b.stop(timeout=60) == 0
+            took = time.monotonic() - t
+    finally:
+        b.kill()
+    assert took < 10, f"the broker took {took:.1f} s to stop"

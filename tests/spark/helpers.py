@@ -38,13 +38,39 @@ def require_spark() -> None:
         pytest.skip("Spark needs a JDK 17 (apt-get install openjdk-17-jre-headless)", allow_module_level=True)
 
 
+def kafka_connector_jars() -> str | None:
+    """Spark's Kafka connector and its dependencies as `spark.jars` takes them (comma-separated local
+    paths, resolved once by scripts/setup-spark-kafka), or None where set-up has not run."""
+    listing = ROOT / ".venv" / "spark-kafka-jars.txt"
+    if not listing.is_file():
+        return None
+    jars = listing.read_text().strip()
+    return jars if jars and all(Path(j).is_file() for j in jars.split(",")) else None
+
+
+def require_kafka_connector() -> str:
+    """The connector's jars, or skip the calling module."""
+    import pytest
+
+    jars = kafka_connector_jars()
+    if jars is None:
+        pytest.skip(
+            "Spark's Kafka connector is not resolved (scripts/setup-spark-kafka)", allow_module_level=True
+        )
+    return jars
+
+
 def spark_session(warehouse: Path, app: str = "brook-tests") -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    jars = kafka_connector_jars()
+    if jars is not None:  # format "kafka" beside "brook", offline: no spark.jars.packages resolution
+        builder = builder.config("spark.jars", jars)
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")

@@ -1,8 +1,8 @@
 """A streaming query from a Brook topic, run as its own process by the kill-and-restart tests.
 
-    stream_job.py --bootstrap B --source T --checkpoint DIR --sink brook:OUT|parquet:DIR
-                  [--trigger available-now|processing:MS] [--max-per-trigger N]
-                  [--sink-option k=v ...] [--run-seconds S]
+stream_job.py --bootstrap B --source T --checkpoint DIR --sink brook:OUT|kafka:OUT|parquet:DIR
+              [--format brook|kafka] [--trigger available-now|processing:MS] [--max-per-trigger N]
+              [--sink-option k=v ...] [--run-seconds S]
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ def main() -> int:
     ap.add_argument("--source", required=True)
     ap.add_argument("--checkpoint", required=True)
     ap.add_argument("--sink", required=True)
+    ap.add_argument("--format", default="brook", choices=["brook", "kafka"])  # kafka: Spark's connector
     ap.add_argument("--trigger", default="available-now")
     ap.add_argument("--max-per-trigger", type=int, default=0)
     ap.add_argument("--sink-option", action="append", default=[])
@@ -32,7 +33,7 @@ def main() -> int:
 
     spark = spark_session(Path(a.checkpoint).parent / "warehouse", app="brook-stream-job")
     reader = (
-        spark.readStream.format("brook")
+        spark.readStream.format(a.format)
         .option("kafka.bootstrap.servers", a.bootstrap)
         .option("subscribe", a.source)
         .option("startingOffsets", "earliest")
@@ -42,7 +43,7 @@ def main() -> int:
         reader = reader.option("maxOffsetsPerTrigger", str(a.max_per_trigger))
     df = reader.load()
     kind, _, target = a.sink.partition(":")
-    if kind == "brook":
+    if kind in ("brook", "kafka"):
         # Every source record once, marked with where it came from: the test checks the output against
         # the source record by record.
         out = df.selectExpr(
@@ -52,7 +53,7 @@ def main() -> int:
             "cast(concat(cast(partition as string), ':', cast(offset as string)) as binary))) as headers",
         )
         writer = (
-            out.writeStream.format("brook")
+            out.writeStream.format(kind)
             .option("kafka.bootstrap.servers", a.bootstrap)
             .option("topic", target)
         )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.spark.helpers import create_topic, latest_counts, load_job, require_spark
+from tests.spark.helpers import create_topic, kafka_connector_jars, latest_counts, load_job, require_spark
 from tests.support.broker import BrokerProcess
 
 require_spark()
@@ -48,3 +48,6 @@ def test_page_view_counts_end_to_end_and_report(spark: Any, brook: BrokerProcess
     assert {r["page"]: r["views"] for r in rows} == dict(per_page)
     assert [r["views"] for r in rows] == sorted((r["views"] for r in rows), reverse=True)
     assert sum(r["views"] for r in rows) == 9000
+    # The same report through Spark's own connector (manifests/page-view-report-kafka.yaml).
+    if kafka_connector_jars() is not None:
+        assert report.report(spark, brook.bootstrap, fmt="kafka") == rows

@@ -303,6 +303,13 @@ class Connection(asyncio.BufferedProtocol):
         if self._transport is not None:
             self._transport.close()
 
+    def abort(self) -> None:
+        """Drop the connection at once: no TLS close_notify exchange, unsent bytes discarded. Not under
+        an in-flight sendfile (see close(): its task is cancelled and closes the transport)."""
+        self._closed = True
+        if self._transport is not None and not self._sendfile_active:
+            self._transport.abort()
+
     async def wait_closed(self) -> None:
         if self._task is not None:
             await wait_finished(self._task)

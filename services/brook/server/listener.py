@@ -12,6 +12,8 @@ from brook.security.tls import ReloadingContext, for_listener
 
 from .connection import Connection
 
+STOP_GRACE_S = 1.0  # how long stop() lets connections close cleanly before aborting them
+
 log = logging.getLogger(__name__)
 
 
@@ -86,8 +88,17 @@ class KafkaServer:
     async def stop(self) -> None:
         for server in self._servers:
             server.close()
-        for conn in list(self.connections):
+        conns = list(self.connections)
+        for conn in conns:
             conn.close()
-        for conn in list(self.connections):
-            await conn.wait_closed()
+        # A TLS close waits for the peer's close_notify (asyncio: up to 30 s), which an idle client
+        # that is not reading (a Java consumer between polls) never sends: abort what is left after a
+        # grace, as Kafka's shutdown closes its sockets outright.
+        waits = [asyncio.ensure_future(conn.wait_closed()) for conn in conns]
+        if waits:
+            await asyncio.wait(waits, timeout=STOP_GRACE_S)
+        for conn, waited in zip(conns, waits, strict=True):
+            if not waited.done():
+                conn.abort()
+            await waited
         self.connections.clear()
