@@ -33,6 +33,9 @@ class MemoryOffsetsLog:
     def read_batches(self, partition: int) -> Iterator[bytes]:
         yield from self.batches[partition]
 
+    def topic_partitions(self) -> dict[str, tuple[bytes, int]]:
+        return {}  # classic groups never resolve subscriptions
+
 
 class Clock:
     def __init__(self) -> None:
