@@ -134,8 +134,12 @@ class TransactionCoordinator:
 
     def load_partition(self, partition: int) -> None:
         """Replay one partition (this broker now leads it) and finish what was being ended."""
-        if partition in self._loaded:
+        epoch = self._log.leader_epoch(partition)
+        loaded = self._loaded.get(partition)
+        if loaded == epoch:
             return
+        if loaded is not None:  # from an earlier leadership whose end went unseen: its state may be stale
+            self.unload_partition(partition)
         found: dict[str, TxnMetadata | None] = {}
         for chunk in self._log.read_batches(partition):
             for _, key, value in iter_records(chunk):
@@ -146,7 +150,7 @@ class TransactionCoordinator:
                     found[tid] = None if value is None else _from_value(tid, decode_txn_value(value))
                 except ValueError as e:  # a record we cannot read must not stop the coordinator
                     log.warning("skipping unreadable %s record: %s", TXN_STATE_TOPIC, e)
-        self._loaded[partition] = self._log.leader_epoch(partition)
+        self._loaded[partition] = epoch
         for tid, meta in found.items():
             if meta is None:
                 self._txns.pop(tid, None)
@@ -184,8 +188,10 @@ class TransactionCoordinator:
             tuple(sorted(new.partitions)), new.last_update_ms, new.start_ms,
         )  # fmt: skip
         batch = build_batch([(encode_txn_key(new.transactional_id), encode_txn_value(value))], self.now_ms())
+        partition = self.partition_for(new.transactional_id)
+        loaded = self._loaded.get(partition)
         try:
-            await self._log.append(self.partition_for(new.transactional_id), batch)
+            await self._log.append(partition, batch)
         except KafkaError as e:
             if current is not None:
                 current.pending = False
@@ -199,7 +205,9 @@ class TransactionCoordinator:
                 )
             raise KafkaError(code, e.message) from e
         new.pending = False
-        if current is not None and self._txns.get(new.transactional_id) is not current:
+        # Unloaded (or loaded again) while the append waited: the state is no longer this write's to set.
+        moved = self._loaded.get(partition) != loaded
+        if moved or (current is not None and self._txns.get(new.transactional_id) is not current):
             raise KafkaError(ErrorCode.NOT_COORDINATOR, "the coordinator moved during the write")
         self._txns[new.transactional_id] = new
         return new

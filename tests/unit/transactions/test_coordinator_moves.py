@@ -1,0 +1,96 @@
+"""The transaction coordinator when its `__transaction_state` partition moves under it: a write that
+was waiting for its acknowledgement when the partition was unloaded sets nothing, and a partition
+loaded again at a new leader epoch is replayed afresh, not kept from an earlier leadership."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from brook.protocol.errors import ErrorCode, KafkaError
+from brook.transactions.coordinator import TransactionCoordinator, TxnSettings
+from brook.transactions.state import TxnState
+
+PARTITIONS = 1
+
+
+class StateLog:
+    """One in-memory `__transaction_state` partition; `hold` keeps appends waiting (acks=all)."""
+
+    def __init__(self) -> None:
+        self.batches: list[bytes] = []
+        self.epoch = 0
+        self.hold: asyncio.Event | None = None
+
+    async def ensure_topic(self, partitions: int, replication_factor: int) -> None:
+        pass
+
+    def is_local_leader(self, partition: int) -> bool:
+        return True
+
+    def leader_epoch(self, partition: int) -> int:
+        return self.epoch
+
+    def topic_exists(self, topic: str) -> bool:
+        return True
+
+    async def append(self, partition: int, batch: bytes) -> None:
+        self.batches.append(batch)
+        if self.hold is not None:
+            await self.hold.wait()
+
+    def read_batches(self, partition: int) -> Iterator[bytes]:
+        yield from self.batches
+
+
+class NoMarkers:
+    async def write_markers(self, *args: object) -> dict[object, ErrorCode]:
+        return {}
+
+
+def coordinator(log: StateLog) -> TransactionCoordinator:
+    pids = iter(range(1000, 2000))
+
+    async def allocate() -> int:
+        return next(pids)
+
+    c = TransactionCoordinator(log, NoMarkers(), allocate, TxnSettings(state_log_partitions=PARTITIONS))
+    c.load_partition(0)
+    return c
+
+
+def test_a_write_waiting_when_the_partition_is_unloaded_sets_nothing() -> None:
+    async def run() -> None:
+        log = StateLog()
+        c = coordinator(log)
+        log.hold = asyncio.Event()
+        init = asyncio.create_task(c.init_producer_id("t1", 60_000))  # a new id: nothing to compare
+        await asyncio.sleep(0.01)
+        c.unload_partition(0)  # another broker leads the partition now
+        log.hold.set()
+        with pytest.raises(KafkaError) as e:
+            await init
+        assert e.value.code == ErrorCode.NOT_COORDINATOR
+        assert "t1" not in c._txns  # nothing stale kept for the expiry loop or a later leadership
+
+    asyncio.run(run())
+
+
+def test_loaded_again_at_a_new_epoch_replays_the_log() -> None:
+    async def run() -> None:
+        log = StateLog()
+        c = coordinator(log)
+        _, epoch = await c.init_producer_id("t1", 60_000)
+        # The partition moved away and back without this coordinator hearing that it went; meanwhile
+        # the other leader's coordinator bumped the producer (a new InitProducerId) in the log.
+        other = coordinator(log)
+        _, bumped = await other.init_producer_id("t1", 60_000)
+        assert bumped == epoch + 1
+        log.epoch = 3
+        c.load_partition(0)
+        meta = c.describe("t1")
+        assert meta.state is TxnState.EMPTY and meta.producer_epoch == bumped
+
+    asyncio.run(run())
