@@ -74,7 +74,11 @@ class Partition:
         leads: bool = True,
         isr_due: set[Partition] | None = None,
         fence: LeaderFence | None = None,
+        *,
+        log_first_role: bool = False,
     ) -> None:
+        """`log_first_role`: log the role etcd gives it first too (a replica reopened after its log
+        directory failed, whose roles before and after are what a failover's reading needs)."""
         self.topic = topic
         self.index = index
         self.log = log
@@ -92,7 +96,7 @@ class Partition:
             leads
         ):  # its epoch starts at the log end, as become_leader records (ListOffsets, OffsetForLeaderEpoch)
             self.epochs.assign(epoch, log.log_end_offset)
-        self._role_seen = leads  # a cluster replica's first role comes from etcd (not a change)
+        self._role_seen = leads or log_first_role  # else its first role, from etcd, is not a change
         self._hw = log.log_end_offset
         # A follower serves consumers (KIP-392) only once its current leader has told it the high
         # watermark: until then its own value may be stale, above records about to be truncated.

@@ -338,8 +338,9 @@ class ReplicaManager:
                     for i in range(meta.partitions) if local is None else sorted(local):
                         plog = PartitionLog.open(self._partition_dir(name, i), config, health=self.log_dir)
                         p = Partition(
-                            name, i, plog, self.settings.node_id, local is None, self.isr_due, self.fence
-                        )
+                            name, i, plog, self.settings.node_id, local is None, self.isr_due, self.fence,
+                            log_first_role=True,
+                        )  # fmt: skip
                         fresh[(name, i)] = p
         except BaseException as e:
             for p in fresh.values():
