@@ -40,3 +40,17 @@ def java(tmp_path: Path) -> Iterator[JavaClients]:
     """A JVM with the Java clients for one test (its log in the test's tmp_path)."""
     with JavaClients(tmp_path / "java.log") as j:
         yield j
+
+
+@pytest.fixture(scope="module")
+def txn_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """3 brokers aborting timed-out transactions every 0.5 s, so that a killed client's open
+    transaction is aborted within its own timeout (Streams and Connect tests kill them)."""
+    c = Cluster(
+        tmp_path_factory.mktemp("txn-cluster"),
+        extra_args=["--transaction-abort-timed-out-transaction-cleanup-interval-ms", "500"],
+    ).start()
+    try:
+        yield c
+    finally:
+        c.stop()

@@ -32,18 +32,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ccluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(
-        tmp_path_factory.mktemp("connect"),
-        extra_args=["--transaction-abort-timed-out-transaction-cleanup-interval-ms", "500"],
-    ).start()
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
 class Worker:
     """One Connect worker process (org.apache.kafka.connect.cli.ConnectDistributed) and its REST API."""
 
@@ -133,8 +121,8 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
-def test_file_source_and_sink_exactly_once_through_worker_kill(ccluster: Cluster, tmp_path: Path) -> None:
-    b = ccluster.bootstrap
+def test_file_source_and_sink_exactly_once_through_worker_kill(txn_cluster: Cluster, tmp_path: Path) -> None:
+    b = txn_cluster.bootstrap
     admin = AdminClient({"bootstrap.servers": b})
     for f in admin.create_topics([NewTopic("lines", 3, 3)]).values():
         f.result(30)
@@ -205,9 +193,9 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def test_mirror_maker_2_replicates_a_topic_and_its_group_offsets(
-    ccluster: Cluster, target: Cluster, tmp_path: Path
+    txn_cluster: Cluster, target: Cluster, tmp_path: Path
 ) -> None:
-    src, dst = ccluster.bootstrap, target.bootstrap
+    src, dst = txn_cluster.bootstrap, target.bootstrap
     admin = AdminClient({"bootstrap.servers": src})
     for f in admin.create_topics([NewTopic("orders", 3, 3)]).values():
         f.result(30)

@@ -10,7 +10,6 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,19 +34,6 @@ OUTPUTS = ("enriched", "counts")
 USERS = 12
 WINDOW_MS = 10_000
 BASE_TS = 1_790_000_000_000 - 1_790_000_000_000 % WINDOW_MS
-
-
-@pytest.fixture(scope="module")
-def scluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    # A short abort interval: a killed instance's open transaction is aborted within its timeout.
-    c = Cluster(
-        tmp_path_factory.mktemp("streams"),
-        extra_args=["--transaction-abort-timed-out-transaction-cleanup-interval-ms", "500"],
-    ).start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def event(i: int) -> tuple[str, str, int]:
@@ -185,8 +171,8 @@ def wait_output(
 
 
 @pytest.mark.timeout(900)
-def test_exactly_once_through_kill_and_rebalance(scluster: Cluster, tmp_path: Path) -> None:
-    b = scluster.bootstrap
+def test_exactly_once_through_kill_and_rebalance(txn_cluster: Cluster, tmp_path: Path) -> None:
+    b = txn_cluster.bootstrap
     admin = AdminClient({"bootstrap.servers": b})
     for f in admin.create_topics(
         [NewTopic(t, 3, 3) for t in ("events", "users", "counts", "enriched")]
@@ -241,11 +227,11 @@ def test_exactly_once_through_kill_and_rebalance(scluster: Cluster, tmp_path: Pa
     reason="the rerun outputs 7,675 of 8,000 events: the inputs' closed segments are gone by then, most "
     "likely to the topics' 7-day retention, as the events' timestamps (BASE_TS, 2026-09) are older",
 )
-def test_application_reset_and_rerun(scluster: Cluster, tmp_path: Path) -> None:
+def test_application_reset_and_rerun(txn_cluster: Cluster, tmp_path: Path) -> None:
     """After the test above (its 8000 events in the topics, its instances stopped):
     kafka-streams-application-reset back to the inputs' start (the table's topic too: its store's
     changelog is deleted with the other internal topics); a rerun outputs it all again."""
-    b, n2 = scluster.bootstrap, 8000
+    b, n2 = txn_cluster.bootstrap, 8000
     r = kafka_tool(
         "kafka-streams-application-reset",
         "--bootstrap-server",
