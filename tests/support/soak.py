@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import tempfile
@@ -203,18 +204,33 @@ def soak(
         finally:
             s.lab.heal()
             work.stop(drain=60)
-        verdict = work.check()
+        try:
+            verdict = work.check()
+        except AssertionError as e:  # not even readable once every fault had healed: a finding too
+            unreadable = str(e)
+        else:
+            unreadable = ""
     finally:
         s.stop()
-    return {
+    report: dict[str, object] = {
         "faults": dict(s.faults),
         "stalls": s.stalls,
         "seconds": round(time.monotonic() - start),
+        "client_errors": dict(work.errors),
+    }
+    if unreadable:
+        return {
+            **report,
+            "acknowledged": len(work.acked),
+            "problems": {"unreadable": [unreadable]},
+            "ok": False,
+        }
+    return {
+        **report,
         "acknowledged": verdict.acknowledged,
         "transactions": {"committed": verdict.committed_txns, "aborted": verdict.aborted_txns},
         "consumed": verdict.consumed,
         "problems": {k: v[:10] for k, v in vars(verdict).items() if isinstance(v, list) and v},
-        "client_errors": dict(work.errors),
         "ok": verdict.ok and not s.stalls,
     }
 
@@ -239,6 +255,12 @@ def main() -> None:
         ap.error(f"unknown fault kinds: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory(prefix="brook-soak-") as root:
         report = soak(Path(root), a.faults, a.seed, kinds, a.minutes)
+        if not report["ok"]:  # the brokers' and etcd's logs outlive a failed run, for reading
+            kept = Path(tempfile.gettempdir()) / f"brook-soak-{a.seed}-logs"
+            kept.mkdir(exist_ok=True)
+            for log in Path(root).glob("*.log"):
+                shutil.copy(log, kept / log.name)
+            report["logs"] = str(kept)
     print(json.dumps({"seed": a.seed, **report}, indent=1, default=_plain))
     raise SystemExit(0 if report["ok"] else 1)
 
