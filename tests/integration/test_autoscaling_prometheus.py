@@ -24,7 +24,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,15 @@ def prometheus(tmp_path: Path) -> Iterator[Prometheus]:
         yield p
     finally:
         p.stop()
+
+
+def admin_is(admin: Any) -> Callable[[Any], Awaitable[Any]]:
+    """autoscale's `admin_of`: this admin whatever the spec (the test knows its one cluster)."""
+
+    async def of(spec: Any) -> Any:
+        return admin
+
+    return of
 
 
 class Load:
@@ -199,10 +208,9 @@ class Autoscaler:
             autoscale(
                 self.body,
                 state=self.state,
-                admin_for=self.pool.get,
+                admin_of=admin_is(self.pool.get(self.bootstrap)),
                 load=load_from,
                 settings=self.settings,
-                bootstrap_for=lambda spec: self.bootstrap,
                 now=time.time(),
             )
         )
@@ -460,10 +468,9 @@ def test_failures_have_their_reasons_and_the_cluster_keeps_its_size(
             autoscale(
                 body(url, 3),
                 state=None,
-                admin_for=lambda _: NoKafka(),
+                admin_of=admin_is(NoKafka()),
                 load=load_from,
                 settings=AutoscaleSettings(selector=selector),
-                bootstrap_for=lambda spec: "unused:9092",
                 now=time.time(),
             )
         )

@@ -220,24 +220,22 @@ class SchemaStore:
             time.sleep(0.5)
 
     def _end_offset(self) -> int:
-        """The topic's end (read_committed), waiting out a topic too new for every broker to know."""
-        consumer = Consumer(
-            {**self._config, "group.id": "brook-schema-registry", "isolation.level": "read_committed"}
-        )
+        """The topic's end (read_committed), waiting out a topic too new for every broker to know. A
+        new client each try: one that saw the topic without the partition keeps that view for minutes."""
         deadline = time.monotonic() + self._timeout_s
-        try:
-            while True:
-                try:
-                    return int(
-                        consumer.get_watermark_offsets(TopicPartition(self.topic, 0), self._timeout_s)[1]
-                    )
-                except KafkaException as e:
-                    retry = e.args[0].retriable() or e.args[0].code() in _NOT_YET_KNOWN
-                    if not retry or time.monotonic() > deadline:
-                        raise
-                time.sleep(0.2)
-        finally:
-            consumer.close()
+        while True:
+            consumer = Consumer(
+                {**self._config, "group.id": "brook-schema-registry", "isolation.level": "read_committed"}
+            )
+            try:
+                return int(consumer.get_watermark_offsets(TopicPartition(self.topic, 0), self._timeout_s)[1])
+            except KafkaException as e:
+                retry = e.args[0].retriable() or e.args[0].code() in _NOT_YET_KNOWN
+                if not retry or time.monotonic() > deadline:
+                    raise
+            finally:
+                consumer.close()
+            time.sleep(0.2)
 
     def _tail(self) -> None:
         consumer = Consumer(
