@@ -424,9 +424,7 @@ class GroupMembership:
         m = group.members.pop(member_id)
         if m.group_instance_id is not None and group.static_members.get(m.group_instance_id) == member_id:
             del group.static_members[m.group_instance_id]
-        for fut in (m.join_waiter, m.sync_waiter):
-            if fut is not None and not fut.done():
-                fut.set_exception(KafkaError(ErrorCode.UNKNOWN_MEMBER_ID))
+        m.fail_waiters(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.leader == member_id:
             group.leader = None
 
@@ -459,9 +457,7 @@ class GroupMembership:
 
     def _fail_waiters(self, group: Group, code: ErrorCode) -> None:
         for m in group.members.values():
-            for fut in (m.join_waiter, m.sync_waiter):
-                if fut is not None and not fut.done():
-                    fut.set_exception(KafkaError(code))
+            m.fail_waiters(code)
 
     def _cancel_timer(self, group: Group) -> None:
         if group.rebalance_timer is not None:
