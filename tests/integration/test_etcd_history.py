@@ -58,7 +58,7 @@ def test_the_controller_compacts_the_history_older_than_one_round(etcd: EtcdProc
                         await old.cancel()
                     await asyncio.sleep(0.1)
                 else:
-                    raise AssertionError("the history before the view's revision of a round ago is still there")
+                    raise AssertionError("the history before the view's revision a round ago is still there")
                 kept = await client.open_watch(key, None, view.revision)  # a round's history stays
                 async with asyncio.timeout(5):
                     assert (await kept.next()).value == b"2"

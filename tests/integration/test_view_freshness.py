@@ -85,7 +85,8 @@ def test_a_broker_whose_watch_stalls_stops_leading_then_reads_the_cluster_again(
         try:
             await eventually(lambda: len(node_a.live) == 2, 10)
             await node_a.create_topic("t", 1, 2, {}, False, manual=[[0, 1]])
-            await eventually(lambda: (p := a.replicas.local_partition("t", 0)) is not None and p.leads_now, 10)
+            led = lambda: (p := a.replicas.local_partition("t", 0)) is not None and p.leads_now  # noqa: E731
+            await eventually(led, 10)
             await eventually(lambda: ("t", 0) in node_b.states, 10)
             assert watches.freeze(node_a.client._aetcd()) >= 1
 
