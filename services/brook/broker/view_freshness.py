@@ -92,21 +92,24 @@ class ViewMarker:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            await self._mark(loop)
             await asyncio.sleep(self._interval_s)
-            lease = self._registry.lease_id
-            if lease is None or not self._registry.registered.is_set():
-                continue  # no lease to write under: the fence is closed by the registration anyway
-            sent = loop.time()
-            try:
-                revision = await self._store.put_view_mark(self._node_id, lease, self._view_revision())
-            except MetadataError as e:
-                log.debug("broker %d: view mark not written: %s", self._node_id, e)
-                continue
-            self._freshness.written(revision, sent)
-            if self._freshness.stalled(loop.time()):
-                log.warning(
-                    "broker %d: its metadata watch has delivered none of its last view marks (view at "
-                    "revision %d, etcd at %d); re-reading the cluster state and watching afresh",
-                    self._node_id, self._view_revision(), revision,
-                )  # fmt: skip
-                await self._restart_watch()
+
+    async def _mark(self, loop: asyncio.AbstractEventLoop) -> None:
+        lease = self._registry.lease_id
+        if lease is None or not self._registry.registered.is_set():
+            return  # no lease to write under: the fence is closed by the registration anyway
+        sent = loop.time()
+        try:
+            revision = await self._store.put_view_mark(self._node_id, lease, self._view_revision())
+        except MetadataError as e:
+            log.debug("broker %d: view mark not written: %s", self._node_id, e)
+            return
+        self._freshness.written(revision, sent)
+        if self._freshness.stalled(loop.time()):
+            log.warning(
+                "broker %d: its metadata watch has delivered none of its last view marks (view at "
+                "revision %d, etcd at %d); re-reading the cluster state and watching afresh",
+                self._node_id, self._view_revision(), revision,
+            )  # fmt: skip
+            await self._restart_watch()
