@@ -34,6 +34,7 @@ from .settings import BrokerSettings
 from .single_node import SingleNodeMetadata
 from .topics import MetadataStore, TopicMeta, assignment_error
 from .txn_markers import TxnMarkerWriter
+from .txn_verification import TxnVerifier
 
 
 class Broker:
@@ -53,6 +54,7 @@ class Broker:
             self.allocate_producer_id,
             settings.transactions,
         )
+        self.txn_verifier = TxnVerifier(self)  # KIP-890, for the partitions this broker leads
         self.log_dir_failure = LogDirFailureHandler(self)
         self.authorizer = Authorizer(settings.authorizer)
         self.quotas = ClientQuotas(settings.quotas)
@@ -215,5 +217,6 @@ class Broker:
         await self.log_dir_failure.stop()
         await self.metadata.stop()  # in a cluster, a controlled shutdown: leaderships move first
         await self.transactions.stop()
+        self.txn_verifier.close()
         await self.groups.stop()
         await self.replicas.stop()
