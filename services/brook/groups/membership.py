@@ -12,6 +12,7 @@ import uuid
 from brook.protocol.errors import ErrorCode, KafkaError
 
 from .consumer_coordinator import ConsumerGroups
+from .consumer_store import Record
 from .group import Group, GroupState, JoinResult, Member, StaticRejoin
 from .settings import GroupSettings
 
@@ -41,16 +42,22 @@ class GroupMembership:
     def _persist_group(self, group: Group) -> None:
         raise NotImplementedError
 
-    def _claim_for_classic(self, group_id: str) -> ErrorCode:
+    async def _write_records(self, group_id: str, records: list[Record]) -> ErrorCode:
+        raise NotImplementedError
+
+    async def _claim_for_classic(self, group_id: str) -> ErrorCode:
         """A group id is one protocol's at a time: an empty consumer group becomes a classic one when a
-        classic member joins (Kafka's offline downgrade); a live one refuses the classic member."""
+        classic member joins (Kafka's offline downgrade: its tombstones are written first); a live one
+        refuses the classic member."""
         cg = self.consumer.groups.get(group_id)
         if cg is None:
             return ErrorCode.NONE
         if cg.members:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        self.consumer.drop([group_id])
-        return ErrorCode.NONE
+        code = await self._write_records(group_id, self.consumer.store.tombstones(cg))
+        if code is ErrorCode.NONE:
+            self.consumer.drop([group_id])
+        return code
 
     # -- membership --------------------------------------------------------------------------------
     async def join(
@@ -71,7 +78,7 @@ class GroupMembership:
             self.check_coordinator(group_id)
         except KafkaError as e:
             return JoinResult(e.code, member_id=member_id)
-        code = self._claim_for_classic(group_id)
+        code = await self._claim_for_classic(group_id)
         if code is not ErrorCode.NONE:
             return JoinResult(code, member_id=member_id)
         s = self.settings

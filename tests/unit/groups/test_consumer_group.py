@@ -7,6 +7,7 @@ from typing import Any
 
 from brook.groups.assignors import assign_range, assign_uniform
 from brook.groups.consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
+from brook.groups.consumer_store import Record
 from brook.groups.settings import GroupSettings
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -25,7 +26,11 @@ class Clock:
 def coordinator(**settings: Any) -> tuple[ConsumerGroups, Clock]:
     clock = Clock()
     topics = {"t1": (T1, 4), "t2": (T2, 2)}
-    return ConsumerGroups(GroupSettings(**settings), lambda: topics, lambda g: None, clock), clock
+    return ConsumerGroups(GroupSettings(**settings), lambda: topics, lambda g: None, _unwritten, clock), clock
+
+
+async def _unwritten(group_id: str, records: list[Record]) -> ErrorCode:
+    raise AssertionError("these tests take the records from the store themselves")
 
 
 def hb(c: ConsumerGroups, member: str, epoch: int, **fields: Any) -> HeartbeatResult:
