@@ -11,10 +11,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from brook.protocol import consumer_group_records as rec
+from brook.protocol.group_records import decode_key
 from brook.protocol.versions import ApiKey
 from tests.support.differential import Wire, agree, differences
 
-from .test_groups import coordinated
+from .test_groups import coordinated, join
 from .test_records import led
 from .test_topics import create, topic
 
@@ -149,8 +150,8 @@ def test_member_life(wires: tuple[Wire, Wire], cg_topic: str) -> None:
 
 
 def group_records(bootstrap: str, group: str) -> list[tuple[int, str | None, bytes | None]]:
-    """(record type, member id, value) of the group's consumer-protocol records in __consumer_offsets,
-    in log order."""
+    """(record type, member id, value) of the group's records in __consumer_offsets but its offsets
+    (2: the classic group, 3-8: the consumer group's), in log order."""
     c = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "cg-records-reader", "enable.auto.commit": False}
     )
@@ -170,9 +171,12 @@ def group_records(bootstrap: str, group: str) -> list[tuple[int, str | None, byt
             if (m.offset() or 0) >= ends[m.partition() or 0] - 1:
                 done.add(m.partition())
             key = m.key()
-            if key is None or rec.record_type(key) not in rec.CONSUMER_RECORD_TYPES:
+            if key is None or rec.record_type(key) not in rec.CONSUMER_RECORD_TYPES | {2}:
                 continue
-            kind, gid, member = rec.decode_consumer_key(key)
+            if rec.record_type(key) == 2:
+                kind, gid, member = 2, str(decode_key(key).group), None
+            else:
+                kind, gid, member = rec.decode_consumer_key(key)
             if gid == group:
                 out.append((kind, member, m.value()))
         assert len(done) == len(ends), "__consumer_offsets not read to its end"
@@ -226,3 +230,64 @@ def test_group_records_in_kafkas_format(
             assert v.member_epoch > 0 and v.assigned
         else:
             assert reencoded(kind, value) == value, f"type {kind}: {value.hex()}"
+
+
+def test_offline_migration_and_delete(
+    peers: tuple[str, str], wires: tuple[Wire, Wire], cg_topic: str
+) -> None:
+    """An empty classic group becomes a consumer group when a consumer-protocol member joins, and
+    back when a classic member joins the emptied group (Kafka's offline upgrade and downgrade); an
+    empty consumer group is deleted. Same answers, and the same records, on both brokers."""
+    k, b = wires
+    g = "cg-migrate"
+    for w in (k, b):
+        coordinated(w, g)
+    ignore = ["topic_id", "heartbeat_interval_ms"]
+    types = {"states_filter": [], "types_filter": []}
+
+    def listed() -> dict[str, Any]:
+        answers = [w.send(ApiKey.LIST_GROUPS, 5, types) for w in (k, b)]
+        mine = [[x for x in a["groups"] if x["group_id"] == g] for a in answers if isinstance(a, dict)]
+        assert mine[0] == mine[1], f"Kafka lists {mine[0]}, Brook {mine[1]}"
+        return mine[0][0] if mine[0] else {}
+
+    agree(k, b, ApiKey.JOIN_GROUP, 7, join(g))  # MEMBER_ID_REQUIRED: an empty classic group
+    assert listed()["group_type"] == "classic"
+    agree(k, b, HB, 1, joining(g, "m1"), ignore=ignore)  # upgraded
+    assert listed()["group_type"] == "consumer"
+    agree(k, b, ApiKey.DELETE_GROUPS, 2, {"groups_names": [g]})  # NON_EMPTY_GROUP
+    agree(k, b, HB, 1, heartbeat(g, "m1", -1), ignore=ignore)
+    agree(k, b, ApiKey.JOIN_GROUP, 7, join(g))  # MEMBER_ID_REQUIRED, to a downgraded group
+    assert listed()["group_type"] == "classic"
+    agree(k, b, HB, 1, joining(g, "m2"), ignore=ignore)  # and up again
+    agree(k, b, HB, 1, heartbeat(g, "m2", -1), ignore=ignore)
+    deleted = agree(k, b, ApiKey.DELETE_GROUPS, 2, {"groups_names": [g]})
+    assert deleted["results"][0]["error_code"] == "NONE(0)"
+    gone = agree(k, b, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [g]})
+    assert gone["groups"][0]["error_code"] == "GROUP_ID_NOT_FOUND(69)"
+    assert listed() == {}
+    kafka, brook = (group_records(bootstrap, g) for bootstrap in peers)
+    shape = [[(kind, member, value is None) for kind, member, value in records] for records in (kafka, brook)]
+    assert shape[0] == shape[1], f"Kafka wrote {shape[0]}, Brook {shape[1]}"
+
+
+def test_a_live_group_refuses_the_other_protocol(wires: tuple[Wire, Wire], cg_topic: str) -> None:
+    """A group with members keeps its protocol: a consumer-protocol member cannot join a live classic
+    group of another protocol type (GROUP_ID_NOT_FOUND), nor such a classic member a live consumer
+    group (INCONSISTENT_GROUP_PROTOCOL)."""
+    k, b = wires
+    classic, consumer = "cg-live-classic", "cg-live-consumer"
+    connect = {"protocol_type": "connect", "protocols": [{"name": "sessioned", "metadata": b"\x00"}]}
+    for w in (k, b):
+        coordinated(w, classic)
+        coordinated(w, consumer)
+        first = w.send(ApiKey.JOIN_GROUP, 7, {**join(classic), **connect}, normalize=False)
+        assert isinstance(first, dict)
+        again = w.send(ApiKey.JOIN_GROUP, 7, {**join(classic, first["member_id"]), **connect})
+        assert isinstance(again, dict) and again["error_code"] == "NONE(0)", again
+    ignore = ["topic_id", "heartbeat_interval_ms"]
+    refused = agree(k, b, HB, 1, joining(classic, "m1"), ignore=ignore)
+    assert refused["error_code"] == "GROUP_ID_NOT_FOUND(69)"
+    agree(k, b, HB, 1, joining(consumer, "m1"), ignore=ignore)
+    refused = agree(k, b, ApiKey.JOIN_GROUP, 7, {**join(consumer), **connect})
+    assert refused["error_code"] == "INCONSISTENT_GROUP_PROTOCOL(23)"

@@ -117,14 +117,15 @@ class ConsumerGroupStore:
         return self.loaded_hash[group.group_id]  # loaded, not yet compared with today's topics
 
     def tombstones(self, group: ConsumerGroup) -> list[Record]:
-        """Deleting an empty group (Kafka's createGroupTombstoneRecords, less the partition metadata
-        record that Kafka 4.x no longer writes)."""
+        """Deleting an empty group (Kafka's createGroupTombstoneRecords: Kafka 4.4 still deletes the
+        partition metadata record it no longer writes, so this does too)."""
         gid = group.group_id
         out: list[Record] = []
         for kind in (CURRENT_MEMBER_ASSIGNMENT, TARGET_ASSIGNMENT_MEMBER):
             out += [(consumer_key(kind, gid, m), None) for m in sorted(group.members)]
         out.append((consumer_key(TARGET_ASSIGNMENT_METADATA, gid), None))
         out += [(consumer_key(MEMBER_METADATA, gid, m), None) for m in sorted(group.members)]
+        out.append((consumer_key(PARTITION_METADATA, gid), None))
         out.append((consumer_key(GROUP_METADATA, gid), None))
         return out
 

@@ -91,6 +91,7 @@ class GroupMembership:
             if member_id:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
             group = self._groups[group_id] = Group(group_id, state_timestamp=self.now_ms())
+            self._persist_group(group)  # as Kafka: a new group's (empty) metadata is written at once
         if group.state is GroupState.DEAD:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         if not group.supports(protocol_type, protocols):
