@@ -95,6 +95,7 @@ class ConsumerGroups:
         self._clock = clock
         self.groups: dict[str, ConsumerGroup] = {}
         self.store = ConsumerGroupStore()
+        self.rebalances = 0  # target assignments computed, for the metrics
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -415,6 +416,7 @@ class ConsumerGroups:
         group.target = ASSIGNORS[group.assignor](subscriptions, partitions, group.target)
         group.assignment_epoch = group.group_epoch
         group.assigned_at_ms = int(time.time() * 1000)
+        self.rebalances += 1
 
     def _assignor_of(self, group: ConsumerGroup) -> str:
         wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)

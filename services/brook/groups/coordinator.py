@@ -81,6 +81,7 @@ class GroupCoordinator(GroupMembership):
         # TxnOffsetCommit offsets waiting for their transaction's marker: producer id -> group -> offsets
         self._pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetValue]]] = {}
         self._loaded: set[int] = set()
+        self.rebalances = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self.consumer = ConsumerGroups(

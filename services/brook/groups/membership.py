@@ -25,6 +25,7 @@ class GroupMembership:
     settings: GroupSettings
     _groups: dict[str, Group]
     consumer: ConsumerGroups
+    rebalances: int  # joins completed (a new generation), for the metrics
 
     # -- what the coordinator provides ---------------------------------------------------------------
     def now_ms(self) -> int:
@@ -291,6 +292,7 @@ class GroupMembership:
                 self._remove_member(group, mid)
             group.pending_members.clear()
         group.generation += 1
+        self.rebalances += 1
         group.new_member_added = False
         if not group.members:
             group.protocol = None
