@@ -161,6 +161,22 @@ def test_uniform_is_balanced_and_sticky() -> None:
     assert sorted(sum(len(ps) for ps in a.values()) for a in second.values()) == [1, 1, 2, 2]
 
 
+def test_uniform_moves_only_the_share_of_a_member_that_joins_or_leaves() -> None:
+    """50 members over 1,000 partitions: a 51st takes its 19 from the others and the others trade
+    nothing among themselves (a partition handed between two old members costs both a revocation
+    round); when one leaves, only its partitions move."""
+    subs = {f"m{i:02}": {T1} for i in range(50)}
+    first = assign_uniform(subs, {T1: 1000}, {})
+    second = assign_uniform({**subs, "new": {T1}}, {T1: 1000}, first)
+    assert sum(len(second[m][T1] - first[m][T1]) for m in subs) == 0
+    assert len(second["new"][T1]) == 19
+    del subs["m07"]
+    third = assign_uniform({**subs, "new": {T1}}, {T1: 1000}, second)
+    gained = set().union(*(third[m][T1] - second[m][T1] for m in [*subs, "new"]))
+    assert gained == second["m07"][T1]
+    assert sorted({len(a[T1]) for a in third.values()}) == [20]
+
+
 def test_range_gives_contiguous_ranges() -> None:
     got = assign_range({"b": {T1}, "a": {T1}, "c": {T1}}, {T1: 4}, {})
     assert got == {"a": {T1: {0, 1}}, "b": {T1: {2}}, "c": {T1: {3}}}
