@@ -521,7 +521,8 @@ class GroupCoordinator(GroupMembership):
         removed = 0
         for gid, offsets in list(self._offsets.items()):
             group = self._groups.get(gid)
-            if group is not None and group.members:
+            consumer = self.consumer.groups.get(gid)
+            if (group is not None and group.members) or (consumer is not None and consumer.members):
                 continue
             since = group.state_timestamp if group is not None else -1
             old = [k for k, v in offsets.items() if max(v.commit_timestamp, since) < horizon]
