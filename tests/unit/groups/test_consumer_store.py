@@ -6,10 +6,11 @@ from __future__ import annotations
 from brook.groups.consumer_coordinator import ConsumerGroups
 from brook.groups.consumer_group import MemberState
 from brook.groups.consumer_store import Record
+from brook.groups.settings import GroupSettings
 from brook.protocol import consumer_group_records as rec
 from brook.protocol.errors import ErrorCode
 
-from .test_consumer_group import T1, coordinator, hb, join
+from .test_consumer_group import T1, T2, Clock, _unwritten, coordinator, hb, join
 
 
 def written(c: ConsumerGroups, log: list[Record], *members: str) -> None:
@@ -99,3 +100,18 @@ def test_the_records_round_trip() -> None:
     assert rec.decode_group_epoch(rec.encode_group_epoch(9, 0)) == (9, 0)
     m = rec.MemberMetadataValue(None, "r", "c", "/h", ["a", "b"], "t.*", 300, "uniform")
     assert rec.decode_member_metadata(rec.encode_member_metadata(m)) == m
+
+
+def test_topics_that_changed_while_no_one_coordinated_bump_the_epoch() -> None:
+    c, _ = coordinator()
+    log: list[Record] = []
+    a = join(c, "A")
+    written(c, log, "A")
+    grown = {"t1": (T1, 6), "t2": (T2, 2)}  # t1 gained two partitions meanwhile
+    d = ConsumerGroups(GroupSettings(), lambda: grown, lambda g: None, _unwritten, Clock())
+    for key, value in log:
+        d.store.replay(d.groups, key, value)
+    d.loaded(list(d.groups))
+    again = hb(d, "A", a.member_epoch, owned={T1: {0, 1, 2, 3}})
+    assert again.member_epoch == a.member_epoch + 1
+    assert again.assignment == {T1: {0, 1, 2, 3, 4, 5}}
