@@ -31,7 +31,7 @@ from brook.console import app
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.groups.assignors import ASSIGNORS
-from brook.iceberg import IcebergSettings
+from brook.iceberg.ports import IcebergSettings
 from brook.metadata import EtcdAuthError
 from brook.server.runner import run
 from brook.transactions import TxnSettings

@@ -12,7 +12,7 @@ from typing import Any
 from brook.config import topic_defaults_of
 from brook.groups import GroupCoordinator
 from brook.groups.coordinator import OFFSETS_TOPIC
-from brook.iceberg import IcebergWriters
+from brook.iceberg.writers import IcebergWriters
 from brook.metadata import AclKey, ScramCredential
 from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brook.groups import GroupSettings
-from brook.iceberg import IcebergSettings
+from brook.iceberg.ports import IcebergSettings
 from brook.metadata import EtcdAuth
 from brook.security.authorizer import AuthorizerSettings
 from brook.security.connection_limits import ConnectionLimitSettings

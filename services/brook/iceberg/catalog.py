@@ -37,7 +37,8 @@ class SqlCatalogKind:
 
     def properties(self, settings: IcebergSettings, data_dir: Path) -> dict[str, str]:
         root = (data_dir / "iceberg").resolve()
-        root.mkdir(parents=True, exist_ok=True)
+        if settings.catalog_uri is None or settings.warehouse is None:
+            root.mkdir(parents=True, exist_ok=True)
         uri = settings.catalog_uri or f"sqlite:///{root / 'catalog.db'}"
         warehouse = settings.warehouse or (root / "warehouse").as_uri()
         return {"type": "sql", "uri": uri, "warehouse": warehouse, "init_catalog_tables": "true"}

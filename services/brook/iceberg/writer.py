@@ -33,7 +33,8 @@ from brook.log.txn_index import AbortedTxn
 from brook.protocol.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, iter_headers
 
 from .catalog import OFFSETS_PROPERTY, offsets_property, recorded_offsets
-from .ports import TableId, WrittenPartition
+from .partition import WrittenPartition
+from .ports import TableId
 from .rows import to_arrow, value_columns
 
 log = logging.getLogger(__name__)

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 from brook.config import TopicConfig
 from brook.tasks import cancel_and_wait
 
-from .ports import IcebergSettings, TableId, WrittenPartition
+from .partition import WrittenPartition
+from .ports import IcebergSettings, TableId
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
