@@ -183,6 +183,7 @@ def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
             a.iceberg_catalog_uri or None,
             a.iceberg_warehouse or None,
             _pairs("--iceberg-catalog-property", a.iceberg_catalog_property or []),
+            a.iceberg_schema_registry_url or None,
         ),
     )
     return security(a, settings)

@@ -22,6 +22,7 @@ from pyiceberg.table import Table
 from tests.integration.test_clients import create_topic
 from tests.integration.test_console import as_json
 from tests.support.broker import BrokerProcess
+from tests.support.registry import registry_args, wait_serving
 
 pytestmark = pytest.mark.slow
 
@@ -295,3 +296,63 @@ def produce_values(bootstrap: str, topic: str, n: int) -> None:
     for i in range(n):
         p.produce(topic, f"v{i}".encode(), partition=0)
     assert p.flush(30) == 0
+
+
+def test_schema_mode_types_columns_from_the_registry_and_follows_evolution(tmp_path: Path) -> None:
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    args, url = registry_args()
+    broker = BrokerProcess(tmp_path / "data", args=[*args, "--iceberg-schema-registry-url", url]).start()
+    try:
+        wait_serving(url)
+        topic = "users"
+        config = {"brook.iceberg.enabled": "true", "brook.iceberg.value.mode": "schema", **FAST}
+        create_topic(broker.bootstrap, topic, 1, config)
+        registry = SchemaRegistryClient({"url": url})
+        v1 = {
+            "type": "record",
+            "name": "User",
+            "fields": [
+                {"name": "id", "type": "long"},
+                {"name": "name", "type": "string"},
+                {"name": "tags", "type": {"type": "array", "items": "string"}},
+                {"name": "seen", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+            ],
+        }
+        v2 = {**v1, "fields": [*v1["fields"], {"name": "email", "type": ["null", "string"], "default": None}]}
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        seen = 1_700_000_000_000
+        for version, n in ((v1, 20), (v2, 10)):
+            ser = AvroSerializer(registry, json.dumps(version))
+            for i in range(n):
+                user = {"id": i, "name": f"u{i}", "tags": ["a", str(i)], "seen": seen + i}
+                if version is v2:
+                    user |= {"id": 100 + i, "email": f"u{i}@example.com" if i % 2 else None}
+                p.produce(topic, ser(user, ctx), partition=0)
+        p.produce(topic, b"\x00\x00\x00\x03\xe7 no schema 999", partition=0)  # unknown id: kept raw
+        p.produce(topic, b"plain bytes", partition=0)
+        assert p.flush(30) == 0
+
+        table = wait_for_table(broker.data_dir, topic, {0: 32})
+        value = table.schema().as_arrow().field("value").type
+        assert [(f.name, str(f.type)) for f in value] == [
+            ("id", "int64"),
+            ("name", "large_string"),
+            ("tags", str(value.field("tags").type)),  # a list of strings (below)
+            ("seen", "timestamp[us, tz=UTC]"),
+            ("email", "large_string"),
+        ]
+        assert pa.types.is_list(value.field("tags").type) or pa.types.is_large_list(value.field("tags").type)
+        rows = scan(table)
+        assert len(rows) == 32
+        first, late = rows[3]["value"], rows[25]["value"]
+        assert (first["id"], first["name"], first["tags"], first["email"]) == (3, "u3", ["a", "3"], None)
+        assert int(first["seen"].timestamp() * 1000) == seen + 3
+        assert (late["id"], late["email"]) == (105, "u5@example.com")
+        assert [r["value_raw"] for r in rows[30:]] == [b"\x00\x00\x00\x03\xe7 no schema 999", b"plain bytes"]
+        assert all(r["value"] is None for r in rows[30:])
+    finally:
+        broker.stop()

@@ -540,6 +540,14 @@ OPTIONS: tuple[Option, ...] = (
         "BROOK_ICEBERG_CATALOG_PROPERTY: space-separated pairs)",
         ICEBERG,
     ),
+    _O(
+        "--iceberg-schema-registry-url",
+        "str",
+        None,
+        "the schema registry (http://host:port) whose schemas decode values of topics with "
+        "brook.iceberg.value.mode=schema",
+        ICEBERG,
+    ),
 )
 BY_DEST = {o.dest: o for o in OPTIONS}
 BY_KAFKA = {o.kafka: o for o in OPTIONS if o.kafka}

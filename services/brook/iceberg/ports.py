@@ -16,6 +16,7 @@ class IcebergSettings:
     catalog_uri: str | None = None
     warehouse: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)  # passed to pyiceberg as they are
+    schema_registry_url: str | None = None  # where brook.iceberg.value.mode=schema finds schemas by id
 
 
 @dataclass(frozen=True, slots=True)

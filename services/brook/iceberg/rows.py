@@ -57,9 +57,20 @@ def _json_type(v: object) -> pa.DataType | None:
     return pa.string()  # str, and nested objects or arrays as their JSON text
 
 
-def _plain(t: pa.DataType) -> pa.DataType:
-    """The type as JSON values are typed here (pyiceberg reads strings back as large_string)."""
-    return pa.string() if pa.types.is_large_string(t) or pa.types.is_string_view(t) else t
+def plain_type(t: pa.DataType) -> pa.DataType:
+    """The type without large_* variants or field metadata, as the value modes type columns (pyiceberg
+    reads a table's strings back as large_string, with field ids in each field's metadata)."""
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.string()
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.binary()
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(plain_type(t.value_type))
+    if pa.types.is_map(t):
+        return pa.map_(plain_type(t.key_type), plain_type(t.item_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, plain_type(f.type)) for f in t])
+    return t
 
 
 def _fits(column: pa.DataType, v: object) -> bool:
@@ -67,38 +78,28 @@ def _fits(column: pa.DataType, v: object) -> bool:
     return t is None or t == column or (column == pa.float64() and t == pa.int64())
 
 
-def _cell(column: pa.DataType, v: object) -> object:
-    if column == pa.string() and not isinstance(v, str) and v is not None:
-        return json.dumps(v, separators=(",", ":"))
-    if column == pa.float64() and isinstance(v, int):
-        return float(v)
-    return v
-
-
 @dataclass
-class JsonValues:
-    """JSON objects as typed columns. `types`: the value struct's fields so far (the table's)."""
+class StructValues:
+    """Values decoded to objects, as the `value` struct's typed fields; `value_raw` holds the bytes of
+    a value that does not decode or does not fit. `types`: the struct's fields so far (the table's)."""
 
     types: dict[str, pa.DataType] = field(default_factory=dict)
 
-    @classmethod
-    def of_schema(cls, schema: pa.Schema | None) -> JsonValues:
-        if schema is None or "value" not in schema.names:
-            return cls()
-        struct = schema.field("value").type
-        return cls({f.name: _plain(f.type) for f in struct} if pa.types.is_struct(struct) else {})
+    def continue_from(self, schema: pa.Schema | None) -> None:
+        if schema is not None and "value" in schema.names and pa.types.is_struct(schema.field("value").type):
+            self.types = {f.name: plain_type(f.type) for f in schema.field("value").type}
 
     def columns(self, values: list[bytes | None]) -> list[tuple[pa.Field, pa.Array]]:
         objects: list[dict[str, Any] | None] = []
         raws: list[bytes | None] = []
         for value in values:
-            obj = self._decode(value)
+            obj = None if value is None else self.decode(value)
             objects.append(obj)
             raws.append(value if obj is None and value is not None else None)
         out: list[tuple[pa.Field, pa.Array]] = []
         if self.types:
             children = [
-                pa.array([None if o is None else _cell(t, o.get(name)) for o in objects], t)
+                pa.array([None if o is None else self.cell(t, o.get(name)) for o in objects], t)
                 for name, t in self.types.items()
             ]
             fields = [pa.field(n, t) for n, t in self.types.items()]
@@ -108,10 +109,18 @@ class JsonValues:
         out.append((pa.field("value_raw", pa.binary()), pa.array(raws, pa.binary())))
         return out
 
-    def _decode(self, value: bytes | None) -> dict[str, Any] | None:
-        """The object, with new fields added to `types`; None when it is no object or clashes."""
-        if value is None:
-            return None
+    def decode(self, value: bytes) -> dict[str, Any] | None:
+        """The object, with its new fields added to `types`; None when it does not decode or fit."""
+        raise NotImplementedError
+
+    def cell(self, column: pa.DataType, v: object) -> object:
+        return v
+
+
+class JsonValues(StructValues):
+    """JSON objects: fields typed from their first non-null value."""
+
+    def decode(self, value: bytes) -> dict[str, Any] | None:
         try:
             obj = json.loads(value)
         except ValueError:
@@ -126,12 +135,12 @@ class JsonValues:
                 self.types[k] = t
         return obj
 
-
-def value_columns(mode: str, schema: pa.Schema | None) -> ValueColumns:
-    """The value mode's columns, continuing from the table's schema (None: no table yet)."""
-    if mode == "json":
-        return JsonValues.of_schema(schema)
-    return RawValues()
+    def cell(self, column: pa.DataType, v: object) -> object:
+        if column == pa.string() and not isinstance(v, str) and v is not None:
+            return json.dumps(v, separators=(",", ":"))
+        if column == pa.float64() and isinstance(v, int):
+            return float(v)
+        return v
 
 
 def to_arrow(partition: int, records: Iterable[FullRecord], values: ValueColumns) -> pa.Table:

@@ -32,10 +32,11 @@ from brook.log.records import FullRecord, RecordError, full_records
 from brook.log.txn_index import AbortedTxn
 from brook.protocol.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, iter_headers
 
+from .avro_values import AvroValues, SchemaLookup
 from .catalog import OFFSETS_PROPERTY, offsets_property, recorded_offsets
 from .partition import WrittenPartition
 from .ports import TableId
-from .rows import to_arrow, value_columns
+from .rows import JsonValues, RawValues, StructValues, ValueColumns, to_arrow
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +113,33 @@ def _aborted(h: BatchHeader, aborted: list[AbortedTxn]) -> bool:
     )
 
 
+def value_columns(mode: str, schema: pa.Schema | None, registry: SchemaLookup | None) -> ValueColumns:
+    """The value mode's columns, continuing from the table's schema (None: no table yet)."""
+    values: StructValues
+    if mode == "json":
+        values = JsonValues()
+    elif mode == "schema":
+        values = AvroValues(registry=registry)
+    else:
+        return RawValues()
+    values.continue_from(schema)
+    return values
+
+
 class TableWriter:
     """The commits of one partition into one table (blocking: runs in a worker thread)."""
 
     def __init__(
-        self, catalog: Catalog, table: TableId, partition: int, config: TopicConfig, lock: threading.Lock
+        self,
+        catalog: Catalog,
+        table: TableId,
+        partition: int,
+        config: TopicConfig,
+        lock: threading.Lock,
+        registry: SchemaLookup | None = None,
     ) -> None:
         self.catalog = catalog
+        self.registry = registry  # the schema registry, for brook.iceberg.value.mode=schema
         self.table_id = table
         self.partition = partition
         self.config = config
@@ -148,7 +169,8 @@ class TableWriter:
                         chunk.start,
                     )
                     return recorded
-                values = value_columns(self.config.brook_iceberg_value_mode, _arrow_schema(table))
+                mode = self.config.brook_iceberg_value_mode
+                values = value_columns(mode, _arrow_schema(table), self.registry)
                 df = to_arrow(self.partition, records, values)
                 table = table if table is not None else self._create(df.schema)
                 try:

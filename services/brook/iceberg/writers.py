@@ -25,6 +25,7 @@ from .ports import IcebergSettings, TableId
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from .avro_values import SchemaLookup
     from .writer import TableWriter
 
 log = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class IcebergWriters:
         self._running: dict[tuple[str, int], _Running] = {}
         self._catalog: Catalog | None = None
         self._opening = asyncio.Lock()
+        self._registry_client: SchemaLookup | None = None
         self._locks: dict[TableId, threading.Lock] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -97,6 +99,14 @@ class IcebergWriters:
                 self._catalog = await asyncio.to_thread(open_catalog, self.settings, self.data_dir)
             return self._catalog
 
+    def _registry(self) -> SchemaLookup | None:
+        from .avro_values import RegistryClient
+
+        url = self.settings.schema_registry_url
+        if url is not None and self._registry_client is None:
+            self._registry_client = RegistryClient(url)
+        return self._registry_client
+
     async def _write(self, p: WrittenPartition, config: TopicConfig) -> None:
         from .writer import TableWriter, read_committed
 
@@ -108,7 +118,7 @@ class IcebergWriters:
             try:
                 if writer is None:
                     lock = self._locks.setdefault(table, threading.Lock())
-                    writer = TableWriter(await self._open(), table, p.index, config, lock)
+                    writer = TableWriter(await self._open(), table, p.index, config, lock, self._registry())
                 if next_offset is None:
                     recorded = await asyncio.to_thread(writer.next_offset)
                     next_offset = p.log.log_start_offset if recorded is None else recorded
