@@ -183,6 +183,20 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             valid=ICEBERG_VALUE_MODES,
         ),
         ConfigDef(
+            "brook.iceberg.maintenance.interval.ms",
+            "long",
+            str(3600 * 1000),
+            "how often a writer rewrites the table's small data files and expires its old snapshots",
+            minimum=1000,
+        ),
+        ConfigDef(
+            "brook.iceberg.snapshot.max.age.ms",
+            "long",
+            str(24 * 3600 * 1000),
+            "snapshots older than this are expired (the current one stays): the time travel window",
+            minimum=0,
+        ),
+        ConfigDef(
             "brook.iceberg.partition.spec",
             "string",
             "day",
@@ -417,6 +431,8 @@ class TopicConfig:
     brook_iceberg_commit_interval_ms: int = 60000
     brook_iceberg_value_mode: str = "raw"
     brook_iceberg_partition_spec: str = "day"
+    brook_iceberg_maintenance_interval_ms: int = 3600 * 1000
+    brook_iceberg_snapshot_max_age_ms: int = 24 * 3600 * 1000
 
     @classmethod
     def from_strings(

@@ -229,7 +229,9 @@ def test_kill_9_at_random_points_leaves_each_offset_once(tmp_path: Path) -> None
                 target=produce_until, args=(broker.bootstrap, topic, stop, rng.random())
             )
             producing.start()
-            time.sleep(rng.uniform(2.0, 4.5))  # the writer starts ~1.5 s after the broker (imports)
+            # Kill while the writer is busy: once the table moved in this round, at a random moment.
+            wait_for_a_commit(broker.data_dir, topic, table_offsets(load_table(broker.data_dir, topic)))
+            time.sleep(rng.uniform(0.0, 1.0))
             broker.kill()
             stop.set()
             producing.join(30)
@@ -247,6 +249,13 @@ def test_kill_9_at_random_points_leaves_each_offset_once(tmp_path: Path) -> None
         )
     finally:
         broker.stop()
+
+
+def wait_for_a_commit(data_dir: Path, name: str, before: dict[int, int], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while table_offsets(load_table(data_dir, name)) == before:
+        assert time.monotonic() < deadline, "no commit to the table"
+        time.sleep(0.1)
 
 
 def produce_until(bootstrap: str, topic: str, stop: threading.Event, seed: float) -> None:
@@ -356,3 +365,47 @@ def test_schema_mode_types_columns_from_the_registry_and_follows_evolution(tmp_p
         assert all(r["value"] is None for r in rows[30:])
     finally:
         broker.stop()
+
+
+def test_hygiene_rewrites_small_files_and_expires_snapshots_keeping_each_offset_once(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        topic = "tidy"
+        config = {
+            "brook.iceberg.enabled": "true",
+            "brook.iceberg.commit.interval.ms": "100",
+            "brook.iceberg.maintenance.interval.ms": "4000",
+            "brook.iceberg.snapshot.max.age.ms": "0",
+        }
+        create_topic(broker.bootstrap, topic, 1, config)
+        for _ in range(12):  # a commit each: small files in one day's table partition
+            produce_values(broker.bootstrap, topic, 5)
+            time.sleep(0.25)
+        # Files and snapshots pile up, then a maintenance round folds them (the table keeps taking
+        # appends: a round that races one is tried again the next time).
+        deadline = time.monotonic() + 60
+        while True:
+            table = wait_for_table(broker.data_dir, topic, {0: 60})
+            files = len(table.inspect.files())
+            if files < 4 and len(table.snapshots()) < 4:
+                break
+            assert time.monotonic() < deadline, f"{files} files, {len(table.snapshots())} snapshots"
+            time.sleep(0.5)
+        # (Twelve commits or more each added a file: fewer than four is the rewrite's doing.)
+        rows, recorded = check_exactly_once_raw(broker, topic)
+        assert rows == 60 and recorded == {0: 60}
+        produce_values(broker.bootstrap, topic, 7)  # the writer goes on after the rewrite
+        wait_for_table(broker.data_dir, topic, {0: 67})
+        assert check_exactly_once_raw(broker, topic) == (67, {0: 67})
+    finally:
+        broker.stop()
+
+
+def check_exactly_once_raw(broker: BrokerProcess, topic: str) -> tuple[int, dict[int, int]]:
+    table = load_table(broker.data_dir, topic)
+    recorded = table_offsets(table)
+    assert table is not None
+    rows = scan(table)
+    expected = committed_rows(broker.bootstrap, topic, recorded)
+    assert [(r["partition"], r["offset"], r["value"]) for r in rows] == [(e[0], e[1], e[3]) for e in expected]
+    return len(rows), recorded

@@ -45,7 +45,7 @@ class SchemaLookup(Protocol):
 
 class RegistryClient:
     """The registry's `GET /schemas/ids/{id}` (Confluent's API), each id fetched once (ids never change
-    their schema). Blocking: the writer calls it in its worker thread."""
+    their schema). Blocking: called in the Iceberg worker process."""
 
     def __init__(self, url: str, timeout_s: float = 10.0) -> None:
         self.url = url.rstrip("/")

@@ -7,7 +7,7 @@ their JSON text), and `value_raw` holds the bytes of a value that is not such an
 types clash with the columns' (nothing is dropped). A field seen for the first time becomes a new
 optional column.
 
-Pure functions of bytes: they run in a worker thread.
+Pure functions of bytes: they run in the Iceberg worker process (worker.py).
 """
 
 from __future__ import annotations

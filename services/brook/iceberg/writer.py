@@ -11,7 +11,7 @@ restart after kill -9) starts from the table's record, so no offset is written t
 files written by a commit that never happened are unreferenced and nothing reads them.
 
 Log reads happen on the event loop (whole batches, a bounded slice per turn, as a fetch does);
-decoding, Parquet and the catalog run in a worker thread.
+decoding, Parquet and the catalog run in the Iceberg worker process (worker.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
@@ -30,66 +29,23 @@ from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, Tr
 from brook.config import TopicConfig
 from brook.log.records import FullRecord, RecordError, full_records
 from brook.log.txn_index import AbortedTxn
-from brook.protocol.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, iter_headers
+from brook.protocol.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader
 
 from .avro_values import AvroValues, SchemaLookup
 from .catalog import OFFSETS_PROPERTY, offsets_property, recorded_offsets
-from .partition import WrittenPartition
+from .chunks import Chunk
+from .maintenance import maintain
 from .ports import TableId
 from .rows import JsonValues, RawValues, StructValues, ValueColumns, to_arrow
 
 log = logging.getLogger(__name__)
 
-READ_BYTES = 1024 * 1024  # per read of the log on the event loop
-COMMIT_BYTES = 64 * 1024 * 1024  # at most this much of the log per snapshot (more: commit again at once)
 _TRANSFORMS: dict[str, Callable[[], Transform[object, int]]] = {
     "hour": HourTransform,
     "day": DayTransform,
     "month": MonthTransform,
     "year": YearTransform,
 }
-
-
-@dataclass(slots=True)
-class Chunk:
-    """Committed batches read from the log for [start, end) (those below the log start are gone), and
-    the aborted transactions among them."""
-
-    start: int
-    end: int
-    batches: list[tuple[bytes, BatchHeader]]
-    aborted: list[AbortedTxn]
-
-
-def read_committed(p: WrittenPartition, start: int, max_bytes: int = COMMIT_BYTES) -> Chunk:
-    """Whole batches from `start` to at most the last stable offset (on the event loop: the log is not
-    thread-safe; each read is one pread of at most READ_BYTES)."""
-    lso = p.last_stable_offset
-    first = max(start, p.log.log_start_offset)  # below it, retention or DeleteRecords removed records
-    pos, size, batches = first, 0, []
-    while pos < lso and size < max_bytes:
-        found = p.log.read(pos, READ_BYTES, max_offset=lso)
-        if found is None:
-            break
-        data = p.log.read_bytes(found)
-        whole = _whole_batches(data)
-        for at, h in iter_headers(data[:whole]):
-            if h.last_offset >= pos:
-                batches.append((data[at : at + h.size], h))
-                pos = h.last_offset + 1
-        size += whole
-    return Chunk(start, pos, batches, p.log.aborted_transactions(first, pos) if pos > first else [])
-
-
-def _whole_batches(data: bytes) -> int:
-    """The length of the whole batches at the front of `data` (a slice may end mid-batch)."""
-    pos = 0
-    while pos + 12 <= len(data):
-        size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
-        if pos + size > len(data):
-            break
-        pos += size
-    return pos
 
 
 def committed_records(chunk: Chunk) -> list[FullRecord]:
@@ -127,7 +83,7 @@ def value_columns(mode: str, schema: pa.Schema | None, registry: SchemaLookup | 
 
 
 class TableWriter:
-    """The commits of one partition into one table (blocking: runs in a worker thread)."""
+    """The commits of one partition into one table (blocking: runs in the Iceberg worker process)."""
 
     def __init__(
         self,
@@ -179,6 +135,13 @@ class TableWriter:
                 except CommitFailedException as e:
                     log.info("%s: commit raced another writer (%s); retrying", self.table_id, e)
             raise CommitFailedException(f"{self.table_id}: 10 commits in a row lost a race")
+
+    def maintain(self) -> None:
+        """Table hygiene (maintenance.py), between this broker's commits to the table."""
+        with self.lock:
+            table = self._load()
+            if table is not None:
+                maintain(table, self.config.brook_iceberg_snapshot_max_age_ms)
 
     def _append(self, table: Table, df: pa.Table, offsets: dict[int, int]) -> None:
         with table.transaction() as tx:

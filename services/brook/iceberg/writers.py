@@ -10,25 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
+import multiprocessing
+import os
+import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, TypeVar
 
 from brook.config import TopicConfig
 from brook.tasks import cancel_and_wait
 
+from . import worker
+from .chunks import COMMIT_BYTES, Chunk, read_batches
 from .partition import WrittenPartition
 from .ports import IcebergSettings, TableId
 
-if TYPE_CHECKING:
-    from pyiceberg.catalog import Catalog
-
-    from .avro_values import SchemaLookup
-    from .writer import TableWriter
-
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 RECONCILE_S = 1.0
 RETRY_S = 5.0  # after a failed commit (catalog unreachable, a schema that cannot evolve, ...)
@@ -49,10 +50,8 @@ class IcebergWriters:
         self.data_dir = data_dir
         self._partitions = partitions
         self._running: dict[tuple[str, int], _Running] = {}
-        self._catalog: Catalog | None = None
-        self._opening = asyncio.Lock()
-        self._registry_client: SchemaLookup | None = None
-        self._locks: dict[TableId, threading.Lock] = {}
+        self._pool: ProcessPoolExecutor | None = None  # the worker process, started with the first writer
+        self._maintained: dict[TableId, float] = {}  # when each table's hygiene last ran (monotonic)
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -62,6 +61,9 @@ class IcebergWriters:
         tasks = [r.task for r in self._running.values()]
         self._running.clear()
         await cancel_and_wait(*([self._task] if self._task else []), *tasks)
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)  # a commit under way finishes
+            self._pool = None
 
     async def _loop(self) -> None:
         while True:
@@ -91,46 +93,49 @@ class IcebergWriters:
     def writing(self) -> list[tuple[str, int]]:
         return sorted(self._running)
 
-    async def _open(self) -> Catalog:
-        from .catalog import open_catalog  # pyiceberg and pyarrow: ~1.5 s to import, only when used
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args) in the worker process (started on first use, again after it died)."""
+        if self._pool is None:
+            spawn = multiprocessing.get_context("spawn")  # nothing of this process's threads inherited
+            self._pool = ProcessPoolExecutor(1, mp_context=spawn)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+        except BrokenProcessPool:
+            self._pool = None
+            raise
 
-        async with self._opening:  # once: two SQL catalogs opening at once race to create its tables
-            if self._catalog is None:
-                self._catalog = await asyncio.to_thread(open_catalog, self.settings, self.data_dir)
-            return self._catalog
-
-    def _registry(self) -> SchemaLookup | None:
-        from .avro_values import RegistryClient
-
-        url = self.settings.schema_registry_url
-        if url is not None and self._registry_client is None:
-            self._registry_client = RegistryClient(url)
-        return self._registry_client
+    def _maintenance_due(self, table: TableId, config: TopicConfig) -> bool:
+        """Whether this broker's turn of the table's hygiene has come (once per interval; the first an
+        interval after the first writer of the table started)."""
+        now = time.monotonic()
+        last = self._maintained.setdefault(table, now)
+        if now - last < config.brook_iceberg_maintenance_interval_ms / 1000:
+            return False
+        self._maintained[table] = now
+        return True
 
     async def _write(self, p: WrittenPartition, config: TopicConfig) -> None:
-        from .writer import TableWriter, read_committed
-
         table = TableId.of(p.topic, config)
+        level = logging.getLogger().getEffectiveLevel()
+        job = worker.Job(self.settings, self.data_dir, table, p.index, config, os.getpid(), level)
         interval = config.brook_iceberg_commit_interval_ms / 1000
-        writer: TableWriter | None = None
         next_offset: int | None = None
         while True:
             try:
-                if writer is None:
-                    lock = self._locks.setdefault(table, threading.Lock())
-                    writer = TableWriter(await self._open(), table, p.index, config, lock, self._registry())
                 if next_offset is None:
-                    recorded = await asyncio.to_thread(writer.next_offset)
+                    recorded = await self._run(worker.next_offset, job)
                     next_offset = p.log.log_start_offset if recorded is None else recorded
                     log.info("%s-%d -> %s: writing from offset %d", p.topic, p.index, table, next_offset)
-                chunk = read_committed(p, next_offset)
+                chunk = await read_committed(p, next_offset)
                 if chunk.end > next_offset:
                     if next_offset < p.log.log_start_offset:
                         log.warning(
                             "%s-%d: offsets %d to %d were deleted from the log before reaching %s",
                             p.topic, p.index, next_offset, p.log.log_start_offset - 1, table,
                         )  # fmt: skip
-                    next_offset = await asyncio.to_thread(writer.commit, chunk)
+                    next_offset = await self._run(worker.commit, job, chunk)
+                    if self._maintenance_due(table, config):
+                        await self._run(worker.maintain, job)
                     if next_offset < p.last_stable_offset:
                         continue  # more than one snapshot's worth waiting: no pause
                 await asyncio.sleep(interval)
@@ -142,3 +147,19 @@ class IcebergWriters:
                 )
                 next_offset = None  # the commit may or may not have happened: the table says
                 await asyncio.sleep(RETRY_S)
+
+
+async def read_committed(p: WrittenPartition, start: int) -> Chunk:
+    """The committed batches from `start` up to the last stable offset (at most COMMIT_BYTES), one
+    read per turn of the event loop."""
+    lso = p.last_stable_offset
+    first = max(start, p.log.log_start_offset)  # below it, retention or DeleteRecords removed records
+    pos, size, batches = first, 0, []
+    while pos < lso and size < COMMIT_BYTES:
+        got, pos, n = read_batches(p, pos, lso)
+        if not got:
+            break
+        batches += got
+        size += n
+        await asyncio.sleep(0)
+    return Chunk(start, pos, batches, p.log.aborted_transactions(first, pos) if pos > first else [])
