@@ -378,9 +378,9 @@ def test_hygiene_rewrites_small_files_and_expires_snapshots_keeping_each_offset_
             "brook.iceberg.snapshot.max.age.ms": "0",
         }
         create_topic(broker.bootstrap, topic, 1, config)
-        for _ in range(12):  # a commit each: small files in one day's table partition
+        for i in range(12):  # a commit each: small files in one day's table partition
             produce_values(broker.bootstrap, topic, 5)
-            time.sleep(0.25)
+            wait_for_table(broker.data_dir, topic, {0: 5 * (i + 1)})
         # Files and snapshots pile up, then a maintenance round folds them (the table keeps taking
         # appends: a round that races one is tried again the next time).
         deadline = time.monotonic() + 60
