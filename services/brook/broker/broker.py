@@ -12,6 +12,7 @@ from typing import Any
 from brook.config import topic_defaults_of
 from brook.groups import GroupCoordinator
 from brook.groups.coordinator import OFFSETS_TOPIC
+from brook.iceberg.writers import IcebergWriters
 from brook.metadata import AclKey, ScramCredential
 from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -56,6 +57,7 @@ class Broker:
         )
         self.txn_verifier = TxnVerifier(self)  # KIP-890, for the partitions this broker leads
         self.log_dir_failure = LogDirFailureHandler(self)
+        self.iceberg = IcebergWriters(settings.iceberg, settings.data_dir, self.replicas.partitions)
         self.authorizer = Authorizer(settings.authorizer)
         self.quotas = ClientQuotas(settings.quotas)
         # OAUTHBEARER's token validator (its JWKS refreshed in the background), when the mechanism is on.
@@ -208,10 +210,12 @@ class Broker:
         self.groups.start()
         self.transactions.start()
         self.log_dir_failure.start()
+        self.iceberg.start()
         if self.tokens is not None:
             await self.tokens.start()
 
     async def stop(self) -> None:
+        await self.iceberg.stop()
         if self.tokens is not None:
             await self.tokens.stop()
         await self.log_dir_failure.stop()
