@@ -21,6 +21,7 @@ from brook.security.authorizer import Authorizer
 from brook.security.connection_limits import raise_open_file_limit
 from brook.security.oauthbearer import TokenValidator
 from brook.security.quotas import ClientQuotas
+from brook.share import ShareCoordinator
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
 from .cluster import ClusterNode
@@ -31,6 +32,7 @@ from .log_dir_failure import LogDirFailureHandler
 from .partition_budget import partition_budget
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
+from .share_state import SHARE_STATE_TOPIC, ShareStateTopic, share_settings, share_timings
 from .single_node import SingleNodeMetadata
 from .topics import MetadataStore, TopicMeta, assignment_error
 from .txn_markers import TxnMarkerWriter
@@ -52,6 +54,13 @@ class Broker:
             TxnMarkerWriter(self),
             self.allocate_producer_id,
             settings.transactions,
+        )
+        state_topic = InternalTopic(self, SHARE_STATE_TOPIC)
+        self.share = ShareCoordinator(
+            ShareStateTopic(state_topic),
+            lambda group_id: share_settings(self.entity_configs("group", group_id)),
+            state_topic.topic_partitions,
+            lambda group_id: share_timings(self.entity_configs("group", group_id)),
         )
         self.log_dir_failure = LogDirFailureHandler(self)
         self.authorizer = Authorizer(settings.authorizer)
@@ -204,6 +213,7 @@ class Broker:
         await self.metadata.start()
         self.replicas.start_timers()
         self.groups.start()
+        self.share.start()
         self.transactions.start()
         self.log_dir_failure.start()
         if self.tokens is not None:
@@ -215,5 +225,6 @@ class Broker:
         await self.log_dir_failure.stop()
         await self.metadata.stop()  # in a cluster, a controlled shutdown: leaderships move first
         await self.transactions.stop()
+        await self.share.stop()
         await self.groups.stop()
         await self.replicas.stop()

@@ -64,11 +64,44 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=_specs_package): ...  #
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
 
 
+# KIP-932's share group APIs (76-79).
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareGroupDescribeRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareFetchRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareFetchResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareAcknowledgeRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareAcknowledgeResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
 _SHIPPED = (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
 )
 
 
