@@ -237,6 +237,7 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
         (g.group_id, g.protocol_type or "", g.state.value, "classic") for g in broker.groups.list_groups()
     ]
     found += [(g.group_id, "consumer", g.state, "consumer") for g in broker.groups.consumer.list_groups()]
+    found += [(g.group_id, "share", g.state, "share") for g in broker.share.groups.groups.values()]
     groups = [
         {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
         for gid, ptype, state, gtype in sorted(found)

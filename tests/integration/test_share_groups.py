@@ -1,0 +1,283 @@
+"""Share groups (KIP-932) with librdkafka's ShareConsumer (confluent-kafka) and Kafka's own Java
+KafkaShareConsumer: acknowledgement kinds and redelivery, a work queue of worker processes with one
+killed -9 holding records and a poison record, and acknowledgements surviving a broker crash."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+from brook.protocol.errors import ErrorCode
+from brook.protocol.messages import request_class
+from brook.protocol.versions import ApiKey
+from tests.conftest import GROUP_ARGS
+from tests.integration.test_clients import create_topic
+from tests.support.broker import BrokerProcess
+from tests.support.jvm import java_cmd
+from tests.support.raw import RawClient
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def sbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("share") / "data", args=GROUP_ARGS).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def group_configs(bootstrap: str, group: str, **configs: str) -> None:
+    """Set a share group's configs (names with '_' for '.', e.g. share_auto_offset_reset)."""
+    entries = [
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+        for k, v in configs.items()
+    ]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.incremental_alter_configs(
+        [ConfigResource("group", group, incremental_configs=entries)]
+    ).values():
+        f.result(15)
+
+
+def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = 1) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i, v in enumerate(values):
+        p.produce(topic, v, partition=i % partitions)
+    assert p.flush(30) == 0
+
+
+def share_consumer(bootstrap: str, group: str, topic: str) -> ShareConsumer:
+    c = ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
+    )
+    c.subscribe([topic])
+    return c
+
+
+def poll_until(c: ShareConsumer, n: int, timeout: float = 30) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n and time.monotonic() < deadline:
+        got += [m for m in c.poll(0.5) if m.error() is None]
+    return got
+
+
+def test_accept_release_reject_and_redelivery(sbroker: BrokerProcess) -> None:
+    b = sbroker.bootstrap
+    create_topic(b, "S1", 1)
+    group_configs(b, "s1", share_auto_offset_reset="earliest")
+    produce(b, "S1", [f"v{i}".encode() for i in range(10)])
+    c = share_consumer(b, "s1", "S1")
+    try:
+        first = poll_until(c, 10)
+        assert [(m.offset(), m.delivery_count()) for m in first] == [(i, 1) for i in range(10)]
+        for m in first:
+            kind = {0: AcknowledgeType.RELEASE, 1: AcknowledgeType.REJECT}.get(
+                m.offset(), AcknowledgeType.ACCEPT
+            )
+            c.acknowledge(m, kind)
+        assert all(err is None for err in c.commit_sync(15).values())
+        # Only the released record comes back, delivered a second time; the rejected one never does.
+        again = poll_until(c, 1)
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(0, 2)]
+        c.acknowledge(again[0], AcknowledgeType.ACCEPT)
+        c.commit_sync(15)
+        assert poll_until(c, 1, timeout=3) == []
+        # Listed as a share group; described with its member, assigned the topic's partition.
+        with RawClient(b) as raw:
+            listed = raw.request(request_class(ApiKey.LIST_GROUPS)(types_filter=["share"]), 5)
+            assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [
+                ("s1", "share", "Stable")
+            ]
+            req = request_class(ApiKey.SHARE_GROUP_DESCRIBE)(group_ids=["s1", "nope"])
+            described = raw.request(req, 1).groups
+        assert described[0].error_code == 0 and described[0].assignor_name == "simple"
+        [member] = described[0].members
+        assert [(t.topic_name, t.partitions) for t in member.assignment.topic_partitions] == [("S1", [0])]
+        assert described[1].error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    finally:
+        c.close()
+
+
+def test_poison_record_is_archived_after_five_deliveries(sbroker: BrokerProcess) -> None:
+    b = sbroker.bootstrap
+    create_topic(b, "S2", 1)
+    group_configs(b, "s2", share_auto_offset_reset="earliest")
+    produce(b, "S2", [b"poison", b"after"])
+    c = share_consumer(b, "s2", "S2")
+    deliveries: list[int] = []
+    after = []
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (after and len(deliveries) >= 5):
+            for m in c.poll(0.5):
+                if m.error() is not None:
+                    continue
+                if m.value() == b"poison":
+                    deliveries.append(m.delivery_count())
+                    c.acknowledge(m, AcknowledgeType.RELEASE)
+                else:
+                    after.append(m.offset())
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+            c.commit_sync(15)
+        # Nothing more comes: the poison record was archived at the limit (5).
+        assert poll_until(c, 1, timeout=3) == []
+    finally:
+        c.close()
+    assert deliveries == [1, 2, 3, 4, 5]
+    assert after == [1]
+
+
+def _worker(b: str, group: str, topic: str, mode: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.support.share_worker", b, group, topic, mode],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def _reader(proc: subprocess.Popen[str], name: int, out: queue.Queue[tuple[int, dict[str, Any]]]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        out.put((name, json.loads(line)))
+
+
+def test_work_queue_with_a_worker_killed_holding_records(sbroker: BrokerProcess) -> None:
+    """8 workers on a 2-partition topic of 10,000 jobs: every job acknowledged exactly once, the
+    killed worker's records redelivered (delivery count 2) once their lock expires, the poison
+    record delivered 5 times and archived while the queue goes on."""
+    b = sbroker.bootstrap
+    create_topic(b, "Q", 2)
+    group_configs(b, "q", share_auto_offset_reset="earliest", share_record_lock_duration_ms="3000")
+    jobs = [f"job-{i}".encode() for i in range(10_000)]
+    poison_index = 9_000
+    jobs[poison_index] = b"poison"
+    produce(b, "Q", jobs, partitions=2)
+    events: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        holder = _worker(b, "q", "Q", "hold")
+        procs.append(holder)
+        threading.Thread(target=_reader, args=(holder, 0, events), daemon=True).start()
+        _, ev = events.get(timeout=60)
+        held = {(p, o) for p, o in ev["holding"]}
+        assert held
+        for i in range(1, 8):
+            w = _worker(b, "q", "Q", "work")
+            procs.append(w)
+            threading.Thread(target=_reader, args=(w, i, events), daemon=True).start()
+        time.sleep(1)
+        holder.send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        acked: Counter[tuple[int, int]] = Counter()
+        counts: dict[tuple[int, int], int] = {}
+        poison: list[int] = []
+        first_redelivery = None
+        deadline = time.monotonic() + 180
+        while (len(acked) < 9_999 or len(poison) < 5) and time.monotonic() < deadline:
+            try:
+                _, ev = events.get(timeout=1)
+            except queue.Empty:
+                continue
+            for p, o, dc in ev.get("acked", []):
+                acked[(p, o)] += 1
+                counts[(p, o)] = dc
+                if (p, o) in held and first_redelivery is None:
+                    first_redelivery = time.monotonic()
+            if "poison" in ev:
+                poison.append(ev["poison"])
+        time.sleep(2)  # anything delivered twice would show now
+        while not events.empty():
+            _, ev = events.get()
+            for p, o, _dc in ev.get("acked", []):
+                acked[(p, o)] += 1
+            if "poison" in ev:
+                poison.append(ev["poison"])
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    expected = {(i % 2, i // 2) for i in range(10_000) if i != poison_index}
+    assert set(acked) == expected, f"missing {len(expected - set(acked))}, extra {set(acked) - expected}"
+    assert max(acked.values()) == 1, [k for k, n in acked.items() if n > 1][:10]
+    # The killed worker's records: redelivered once their lock ran out, counted as a second delivery.
+    assert all(counts[k] == 2 for k in held if k in counts)
+    assert all(n == 1 for k, n in counts.items() if k not in held)
+    assert first_redelivery is not None and first_redelivery - killed_at >= 1.0
+    assert sorted(poison) == [1, 2, 3, 4, 5]
+
+
+def test_acknowledgements_survive_a_broker_crash(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "data", args=GROUP_ARGS).start()
+    try:
+        create_topic(b.bootstrap, "D", 1)
+        group_configs(b.bootstrap, "d", share_auto_offset_reset="earliest")
+        produce(b.bootstrap, "D", [f"v{i}".encode() for i in range(50)])
+        c = share_consumer(b.bootstrap, "d", "D")
+        got = poll_until(c, 50)
+        assert len(got) == 50
+        for m in got[:20]:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        assert all(err is None for err in c.commit_sync(15).values())
+        c.close()  # the 30 unacknowledged records are released
+        b.kill()
+        b.start()
+        c = share_consumer(b.bootstrap, "d", "D")
+        try:
+            again = poll_until(c, 30)
+            assert [(m.offset(), m.delivery_count()) for m in again] == [(i, 2) for i in range(20, 50)]
+            for m in again:
+                c.acknowledge(m, AcknowledgeType.ACCEPT)
+            assert poll_until(c, 1, timeout=3) == []
+        finally:
+            c.close()
+    finally:
+        b.stop()
+
+
+def test_java_share_consumer(sbroker: BrokerProcess) -> None:
+    """Kafka's own KafkaShareConsumer (kafka-console-share-consumer) reads and acknowledges."""
+    b = sbroker.bootstrap
+    create_topic(b, "J", 1)
+    group_configs(b, "j", share_auto_offset_reset="earliest")
+    produce(b, "J", [f"j{i}".encode() for i in range(5)])
+    cmd = java_cmd(
+        "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+        *("--bootstrap-server", b, "--topic", "J", "--group", "j", "--max-messages", "5"),
+        *("--timeout-ms", "30000", "--formatter-property", "print.offset=true"),
+        *("--formatter-property", "print.delivery=true"),
+        opts=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"],
+    )
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ})
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("Offset:")]
+    assert lines == [f"Offset:{i}\tDelivery:1\tj{i}" for i in range(5)], r.stdout + r.stderr
+    # What the Java consumer accepted is not delivered again.
+    c = share_consumer(b, "j", "J")
+    try:
+        assert poll_until(c, 1, timeout=4) == []
+    finally:
+        c.close()
