@@ -124,18 +124,19 @@ def test_poison_record_is_archived_after_five_deliveries(sbroker: BrokerProcess)
     produce(b, "S2", [b"poison", b"after"])
     c = share_consumer(b, "s2", "S2")
     deliveries: list[int] = []
-    after = []
+    after: list[int] = []
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and not (after and len(deliveries) >= 5):
-            for m in c.poll(0.5):
+            polled: list[Any] = list(c.poll(0.5))
+            for m in polled:
                 if m.error() is not None:
                     continue
                 if m.value() == b"poison":
-                    deliveries.append(m.delivery_count())
+                    deliveries.append(int(m.delivery_count()))
                     c.acknowledge(m, AcknowledgeType.RELEASE)
                 else:
-                    after.append(m.offset())
+                    after.append(int(m.offset()))
                     c.acknowledge(m, AcknowledgeType.ACCEPT)
             c.commit_sync(15)
         # Nothing more comes: the poison record was archived at the limit (5).

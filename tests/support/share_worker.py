@@ -42,7 +42,7 @@ def main() -> None:
                 while True:
                     time.sleep(60)
     while not stop.is_set():
-        msgs = [m for m in c.poll(0.5) if m.error() is None]
+        msgs: list[Any] = [m for m in c.poll(0.5) if m.error() is None]
         if not msgs:
             continue
         done: dict[int, list[list[int]]] = {}
@@ -52,7 +52,8 @@ def main() -> None:
                 say({"poison": m.delivery_count()})
                 continue
             c.acknowledge(m, AcknowledgeType.ACCEPT)
-            done.setdefault(m.partition(), []).append([m.partition(), m.offset(), m.delivery_count()])
+            p = int(m.partition())
+            done.setdefault(p, []).append([p, int(m.offset()), int(m.delivery_count())])
         results: dict[Any, Any] = c.commit_sync(30) or {}
         ok = {tp.partition for tp, err in results.items() if err is None}
         acked = [rec for p, recs in done.items() if p in ok for rec in recs]
