@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from prometheus_client.parser import text_string_to_metric_families
 
 from brook.protocol.errors import ErrorCode
 from brook.protocol.messages import request_class
@@ -28,6 +30,7 @@ from tests.conftest import GROUP_ARGS
 from tests.integration.test_clients import create_topic
 from tests.support.broker import BrokerProcess
 from tests.support.jvm import java_cmd
+from tests.support.ports import free_port
 from tests.support.raw import RawClient
 
 pytestmark = pytest.mark.slow
@@ -35,13 +38,29 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 
 
+METRICS_PORT = free_port()
+
+
 @pytest.fixture(scope="module")
 def sbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(tmp_path_factory.mktemp("share") / "data", args=GROUP_ARGS).start()
+    args = [*GROUP_ARGS, "--metrics-port", str(METRICS_PORT)]
+    b = BrokerProcess(tmp_path_factory.mktemp("share") / "data", args=args).start()
     try:
         yield b
     finally:
         b.stop()
+
+
+def share_counts() -> dict[str, float]:
+    """The broker's brook_share_* counters (scraped from its /metrics)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return {
+        s.name: s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name.startswith("brook_share_") and s.name.endswith("_total")
+    }
 
 
 def group_configs(bootstrap: str, group: str, **configs: str) -> None:
@@ -173,6 +192,7 @@ def test_work_queue_with_a_worker_killed_holding_records(sbroker: BrokerProcess)
     poison_index = 9_000
     jobs[poison_index] = b"poison"
     produce(b, "Q", jobs, partitions=2)
+    before = share_counts()
     events: queue.Queue[tuple[int, dict[str, Any]]] = queue.Queue()
     procs: list[subprocess.Popen[str]] = []
     try:
@@ -222,6 +242,13 @@ def test_work_queue_with_a_worker_killed_holding_records(sbroker: BrokerProcess)
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+    after = share_counts()
+    delta = {k: after[k] - before.get(k, 0) for k in after}
+    assert delta["brook_share_records_acknowledged_total"] == 9_999
+    assert delta["brook_share_records_archived_total"] == 1  # the poison record
+    assert delta["brook_share_records_released_total"] == 5
+    assert delta["brook_share_lock_expiries_total"] >= len(held)
+    assert delta["brook_share_records_acquired_total"] >= 10_000 + 4 + len(held)
     expected = {(i % 2, i // 2) for i in range(10_000) if i != poison_index}
     assert set(acked) == expected, f"missing {len(expected - set(acked))}, extra {set(acked) - expected}"
     assert max(acked.values()) == 1, [k for k, n in acked.items() if n > 1][:10]

@@ -45,6 +45,14 @@ brook_high_watermark{topic,partition}       (none; kafka_exporter's kafka_topic_
 brook_consumer_group_committed_offset{...}  (none; kafka_exporter's kafka_consumergroup_current_offset)
 brook_consumer_group_lag{group,topic,part}  (none; kafka_exporter's kafka_consumergroup_lag)
 brook_open_connections                      kafka.server:type=socket-server-metrics,name=connection-count
+brook_share_records_acquired_total          kafka.server:type=share-group-metrics (KIP-932's record counts:
+brook_share_records_acknowledged_total        acquired, acknowledged, released, archived and lock expiries
+brook_share_records_released_total            on the share-partitions of partitions led here)
+brook_share_records_archived_total
+brook_share_lock_expiries_total
+brook_share_partition_start_offset{...}     (none; a share group's start offset, group/topic/partition)
+brook_share_partition_in_flight_records     (none; records between the start offset and the next never
+brook_share_partition_acquired_records        delivered, and those acquired now)
 brook_broker_info{broker}                   (the broker id; kafka.server:type=app-info)
 brook_metrics_collect_errors_total          (Brook's own: parts of scrapes the view failed to answer)
 =========================================  ===============================================================
