@@ -5,7 +5,6 @@ killed -9 holding records and a poison record, and acknowledgements surviving a 
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
 import subprocess
@@ -29,7 +28,7 @@ from brook.protocol.versions import ApiKey
 from tests.conftest import GROUP_ARGS
 from tests.integration.test_clients import create_topic
 from tests.support.broker import BrokerProcess
-from tests.support.jvm import java_cmd
+from tests.support.jvm import kafka_tool
 from tests.support.ports import free_port
 from tests.support.raw import RawClient
 
@@ -293,14 +292,12 @@ def test_java_share_consumer(sbroker: BrokerProcess) -> None:
     create_topic(b, "J", 1)
     group_configs(b, "j", share_auto_offset_reset="earliest")
     produce(b, "J", [f"j{i}".encode() for i in range(5)])
-    cmd = java_cmd(
-        "org.apache.kafka.tools.consumer.ConsoleShareConsumer",
+    r = kafka_tool(
+        "kafka-console-share-consumer",
         *("--bootstrap-server", b, "--topic", "J", "--group", "j", "--max-messages", "5"),
         *("--timeout-ms", "30000", "--formatter-property", "print.offset=true"),
         *("--formatter-property", "print.delivery=true"),
-        opts=["-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"],
     )
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**os.environ})
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("Offset:")]
     assert lines == [f"Offset:{i}\tDelivery:1\tj{i}" for i in range(5)], r.stdout + r.stderr
     # What the Java consumer accepted is not delivered again.
@@ -309,3 +306,46 @@ def test_java_share_consumer(sbroker: BrokerProcess) -> None:
         assert poll_until(c, 1, timeout=4) == []
     finally:
         c.close()
+
+
+def test_kafka_share_groups_tool(sbroker: BrokerProcess) -> None:
+    """kafka-share-groups.sh lists, describes, resets, deletes offsets and deletes a share group
+    (ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets, DeleteShareGroupOffsets,
+    DeleteGroups)."""
+    b = sbroker.bootstrap
+    create_topic(b, "T", 1)
+    group_configs(b, "t", share_auto_offset_reset="earliest")
+    produce(b, "T", [f"t{i}".encode() for i in range(20)])
+    c = share_consumer(b, "t", "T")
+    try:
+        got = poll_until(c, 20)
+        for m in got[:5]:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync(15)
+    finally:
+        c.close()
+
+    def tool(*args: str) -> list[list[str]]:
+        r = kafka_tool("kafka-share-groups", "--bootstrap-server", b, *args, check=True)
+        return [ln.split() for ln in r.stdout.splitlines() if ln.strip()]
+
+    assert ["t"] in tool("--list")
+    assert tool("--describe", "--group", "t")[1:] == [["t", "T", "0", "5", "15"]]  # start offset, lag
+    assert tool("--describe", "--group", "t", "--state")[1][-2:] == ["Empty", "0"]
+    tool("--reset-offsets", "--group", "t", "--topic", "T", "--to-offset", "12", "--execute")
+    assert tool("--describe", "--group", "t")[1:] == [["t", "T", "0", "12", "8"]]
+    c = share_consumer(b, "t", "T")
+    try:
+        again = poll_until(c, 8)
+        assert [(m.offset(), m.delivery_count()) for m in again] == [(i, 1) for i in range(12, 20)]
+        for m in again:
+            c.acknowledge(m, AcknowledgeType.ACCEPT)
+        c.commit_sync(15)
+    finally:
+        c.close()
+    tool("--delete-offsets", "--group", "t", "--topic", "T")
+    assert tool("--describe", "--group", "t") == [
+        ["Share", "group", "'t'", "has", "no", "offset", "information."]
+    ]
+    tool("--delete", "--group", "t")
+    assert ["t"] not in tool("--list")

@@ -89,6 +89,25 @@ class ShareAcknowledgeRequest(ApiMessage, load_json=_specs_package): ...  # type
 class ShareAcknowledgeResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
 
 
+# KIP-932's admin APIs (90-92).
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
 _SHIPPED = (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -102,6 +121,12 @@ _SHIPPED = (
     ShareFetchResponse,
     ShareAcknowledgeRequest,
     ShareAcknowledgeResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
 )
 
 

@@ -177,6 +177,9 @@ FLEXIBLE_FROM: dict[int, int] = {
     ApiKey.SHARE_GROUP_DESCRIBE: 0,
     ApiKey.SHARE_FETCH: 0,
     ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
 }
 
 # Every version Brook can decode and answer (inclusive ranges). The first block is the set all four
@@ -244,6 +247,9 @@ ALL_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 2),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 _NEVER = 1 << 15

@@ -119,6 +119,19 @@ class ShareCoordinator:
         finally:
             del self._loading[key]
 
+    async def lookup(self, key: ShareKey) -> SharePartition | None:
+        """The share-partition of `key` if it has state (here or stored), without creating one."""
+        sp = self.partitions.get(key)
+        if sp is not None or key in self._loading:
+            return sp
+        snap = await self._store.load(key)
+        if snap is None or key in self.partitions:
+            return self.partitions.get(key)
+        sp = self.partitions[key] = SharePartition.restore(
+            snap.start_offset, snap.end_offset, snap.runs, snap.state_epoch
+        )
+        return sp
+
     async def persist(self, keys: Iterable[ShareKey]) -> None:
         for key in keys:
             await self._store.save(key, lambda k=key: self._snapshot(k))  # type: ignore[misc]
@@ -155,12 +168,29 @@ class ShareCoordinator:
             out.lock_expiries += c.lock_expiries
         return out
 
+    def states_of(self, group_id: str) -> dict[tuple[bytes, int], SharePartition]:
+        """The group's share-partitions held here, by (topic id, partition)."""
+        return {(k.topic_id, k.partition): sp for k, sp in self.partitions.items() if k.group_id == group_id}
+
+    async def reset(self, key: ShareKey, offset: int, initial: Callable[[ShareSettings], int]) -> None:
+        """AlterShareGroupOffsets: the share-partition starts over at `offset` (stored)."""
+        sp = await self.partition(key, initial)
+        sp.reset(offset)
+        sp.state_epoch += 1
+        await self.persist([key])
+
+    async def forget(self, key: ShareKey) -> None:
+        """DeleteShareGroupOffsets: the state goes; the next fetch starts at share.auto.offset.reset."""
+        sp = self.partitions.pop(key, None)
+        if sp is not None:
+            self._retire(sp)
+        await self._store.save(key, lambda: None)
+
     async def delete_group(self, group_id: str) -> None:
         """DeleteGroups: the group and every share-partition state it has here."""
         self.groups.delete(group_id)
         for key in [k for k in self.partitions if k.group_id == group_id]:
-            self._retire(self.partitions.pop(key))
-            await self._store.save(key, lambda: None)
+            await self.forget(key)
 
     # -- share sessions ------------------------------------------------------------------------------
     def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:

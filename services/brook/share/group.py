@@ -213,9 +213,22 @@ class ShareGroups:
         self._maybe_assign(group)
         return group
 
-    def delete(self, group_id: str) -> None:
-        """DeleteGroups of an empty share group (NON_EMPTY_GROUP while it has members)."""
+    def ensure(self, group_id: str) -> ShareGroup:
+        """The group, created empty if unknown (AlterShareGroupOffsets may come before any member)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = ShareGroup(group_id)
+        return group
+
+    def check_empty(self, group_id: str) -> None:
         group = self.groups.get(group_id)
         if group is not None and group.members:
-            raise KafkaError(ErrorCode.NON_EMPTY_GROUP, f"Group {group_id} is not empty.")
+            raise KafkaError(
+                ErrorCode.NON_EMPTY_GROUP,
+                f"Share group {group_id} must be empty; it has {len(group.members)} member(s).",
+            )
+
+    def delete(self, group_id: str) -> None:
+        """DeleteGroups of an empty share group (NON_EMPTY_GROUP while it has members)."""
+        self.check_empty(group_id)
         self.groups.pop(group_id, None)

@@ -121,6 +121,10 @@ class SharePartition:
         r = self._recs.get(offset)
         return None if r is None else (r.state, r.count)
 
+    def done_count(self) -> int:
+        """In-flight records acknowledged or archived (the start offset has not passed them yet)."""
+        return sum(1 for r in self._recs.values() if r.state in _DONE)
+
     def acquired_count(self) -> int:
         return sum(1 for r in self._recs.values() if r.state is RecordState.ACQUIRED)
 
@@ -140,7 +144,7 @@ class SharePartition:
 
     # -- moving the start (share.auto.offset.reset, retention, AlterShareGroupOffsets) ------------------
     def reset(self, offset: int) -> None:
-        """Start over at `offset`: nothing in flight."""
+        """Start over at `offset`: nothing in flight (AlterShareGroupOffsets bumps the state epoch)."""
         self._recs.clear()
         self._available = 0
         self.start_offset = self.end_offset = offset
