@@ -1,9 +1,10 @@
 """Share groups' membership (ShareGroupHeartbeat, ShareGroupDescribe): KIP-932's coordinator side.
 
-A member joins with epoch 0 and its subscription; every member of a share group is assigned every
-partition of the topics it subscribes to (records, not partitions, are what members share: the
-partition leaders hand each record to one member at a time), so the assignment needs no
-revocation: a member's epoch is the group's after each heartbeat. The group epoch moves when a member
+A member joins with epoch 0 and its subscription; the partitions of the subscribed topics are spread
+over the members by Kafka's SimpleAssignor (with more members than partitions, several members share
+a partition: the partition leader hands each record to one member at a time). The assignment needs
+no revocation (a record acquired by a member that lost the partition is still its own until its
+lock expires): a member's epoch is the group's after each heartbeat. The group epoch moves when a member
 joins, leaves or changes its subscription, or a subscribed topic's partitions change. A member
 silent for the session timeout is removed. Error codes and messages follow Kafka's
 GroupMetadataManager.shareGroupHeartbeat.
@@ -86,6 +87,28 @@ class ShareGroup:
 
 def _invalid(message: str) -> KafkaError:
     return KafkaError(ErrorCode.INVALID_REQUEST, message)
+
+
+def _assign(
+    members: list[ShareMember], subscribed: frozenset[str], metadata: Mapping[str, tuple[bytes, int]]
+) -> None:
+    """Kafka's SimpleAssignor for members of one subscription: with fewer members than partitions each
+    partition goes to one member, round robin; with more, each member gets one partition and the
+    partitions are shared round robin (several members read a partition: records, not partitions, are
+    what they share)."""
+    partitions = [
+        (metadata[t][0], i) for t in sorted(subscribed) if t in metadata for i in range(metadata[t][1])
+    ]
+    for m in members:
+        m.assigned = {}
+    if not partitions:
+        return
+    if len(members) <= len(partitions):
+        pairs = [(members[i % len(members)], tp) for i, tp in enumerate(partitions)]
+    else:
+        pairs = [(m, partitions[j % len(partitions)]) for j, m in enumerate(members)]
+    for m, (topic_id, index) in pairs:
+        m.assigned.setdefault(topic_id, []).append(index)
 
 
 class ShareGroups:
@@ -182,7 +205,6 @@ class ShareGroups:
         self._maybe_assign(group)
 
     def _maybe_assign(self, group: ShareGroup) -> None:
-        """Every member gets every partition of its subscribed topics that exist."""
         topics = self._topics()
         wanted = set().union(*(m.subscribed for m in group.members.values())) if group.members else set()
         metadata = {t: topics[t] for t in wanted if t in topics}
@@ -191,10 +213,11 @@ class ShareGroups:
             group.group_epoch += 1
         if group.assignment_epoch == group.group_epoch:
             return
+        by_subscription: dict[frozenset[str], list[ShareMember]] = {}
         for m in group.members.values():
-            m.assigned = {
-                metadata[t][0]: list(range(metadata[t][1])) for t in sorted(m.subscribed) if t in metadata
-            }
+            by_subscription.setdefault(m.subscribed, []).append(m)
+        for subscribed, members in by_subscription.items():
+            _assign(sorted(members, key=lambda m: m.member_id), subscribed, metadata)
         group.assignment_epoch = group.group_epoch
 
     def expire(self) -> list[tuple[str, str]]:
