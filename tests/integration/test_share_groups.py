@@ -27,6 +27,7 @@ from brook.protocol.messages import request_class
 from brook.protocol.versions import ApiKey
 from tests.conftest import GROUP_ARGS
 from tests.integration.test_clients import create_topic
+from tests.integration.test_console import as_json, brook
 from tests.support.broker import BrokerProcess
 from tests.support.jvm import kafka_tool
 from tests.support.ports import free_port
@@ -349,3 +350,34 @@ def test_kafka_share_groups_tool(sbroker: BrokerProcess) -> None:
     ]
     tool("--delete", "--group", "t")
     assert ["t"] not in tool("--list")
+
+
+def test_brook_group_commands(sbroker: BrokerProcess) -> None:
+    """`brook group list/describe/reset-offsets` know share groups: members, start offsets, lag."""
+    b = sbroker.bootstrap
+    create_topic(b, "C", 2)
+    group_configs(b, "c", share_auto_offset_reset="earliest")
+    produce(b, "C", [f"c{i}".encode() for i in range(10)], partitions=2)
+    c = share_consumer(b, "c", "C")
+    try:
+        got = poll_until(c, 10)
+        for m in got:
+            kind = AcknowledgeType.ACCEPT if m.partition() == 0 else AcknowledgeType.RELEASE
+            c.acknowledge(m, kind)
+        c.commit_sync(15)
+        assert ["c", "STABLE", "share"] in [
+            [g["group"], g["state"], g["protocol"]] for g in as_json(b, "group", "list")
+        ]
+        d = as_json(b, "group", "describe", "c")
+        assert (d["protocol"], d["assignor"]) == ("share", "simple")
+        [member] = d["members"]
+        assert member["partitions"] == ["C-0", "C-1"]
+        starts = {(p["partition"], p["start"], p["end"], p["lag"]) for p in d["partitions"]}
+        assert starts == {(0, 5, 5, 0), (1, 0, 5, 5)}  # partition 1's records were released
+        r = brook(b, "group", "reset-offsets", "c", "-t", "C", "--to-latest", "--execute", check=False)
+        assert r.returncode == 1 and "active member" in r.stderr
+    finally:
+        c.close()
+    brook(b, "group", "reset-offsets", "c", "-t", "C", "--to-latest", "--execute")
+    d = as_json(b, "group", "describe", "c")
+    assert {(p["partition"], p["start"], p["lag"]) for p in d["partitions"]} == {(0, 5, 0), (1, 5, 0)}
