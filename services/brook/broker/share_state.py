@@ -43,6 +43,7 @@ class ShareStateTopic:
         self._topic = topic
         self._partitions = partitions
         self._loaded: dict[int, dict[ShareKey, ShareSnapshot]] = {}
+        self._epochs: dict[int, int] = {}  # each loaded partition's leader epoch when it was read
         self._warned = False
 
     def _partition_of(self, key: ShareKey) -> int:
@@ -60,6 +61,9 @@ class ShareStateTopic:
                     partition,
                 )
             return False
+        epoch = self._topic.leader_epoch(partition)
+        if self._epochs.get(partition) != epoch:  # led by another broker in between: read it again
+            self._loaded.pop(partition, None)
         if partition not in self._loaded:
             found: dict[ShareKey, ShareSnapshot] = {}
             for chunk in self._topic.read_batches(partition):
@@ -72,6 +76,7 @@ class ShareStateTopic:
                     else:
                         found[key] = decode_value(raw_value)
             self._loaded[partition] = found
+            self._epochs[partition] = epoch
         return True
 
     async def load(self, key: ShareKey) -> ShareSnapshot | None:

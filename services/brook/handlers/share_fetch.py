@@ -87,7 +87,7 @@ async def _acknowledge(
     if t.partition is None:
         return t.error, t.message
     sp = broker.share.partitions.get(t.key)
-    if sp is None:
+    if sp is None or sp.leader_epoch != t.partition.leader_epoch:
         return ErrorCode.INVALID_RECORD_STATE, "no records of this partition are acquired"
     settings = broker.share.settings_of(t.key.group_id)
     try:
@@ -151,7 +151,7 @@ async def _fetch_partition(
     p = t.partition
     assert p is not None
     settings = broker.share.settings_of(t.key.group_id)
-    sp = await broker.share.partition(t.key, lambda s: _initial_offset(p, s))
+    sp = await broker.share.partition(t.key, lambda s: _initial_offset(p, s), p.leader_epoch)
     read = _read(p, sp, settings, budget)
     if read is None:
         return None

@@ -117,8 +117,7 @@ async def handle_alter_share_group_offsets(broker: Broker, hdr: RequestHeader) -
             else:
                 try:
                     key = ShareKey(req.group_id, meta.topic_id, p.partition_index)
-                    offset: int = p.start_offset
-                    await broker.share.reset(key, offset, lambda _settings: offset)
+                    await broker.share.reset(key, p.start_offset)
                 except KafkaError as e:
                     code, message = e.code, e.message
             parts.append({"partition_index": p.partition_index, "error_code": code, "error_message": message})

@@ -91,9 +91,16 @@ class ShareCoordinator:
             self._task = None
 
     # -- share-partitions ----------------------------------------------------------------------------
-    async def partition(self, key: ShareKey, initial: Callable[[ShareSettings], int]) -> SharePartition:
-        """The share-partition of `key`, loaded or created (at `initial(settings)`) the first time."""
+    async def partition(
+        self, key: ShareKey, initial: Callable[[ShareSettings], int], leader_epoch: int = -1
+    ) -> SharePartition:
+        """The share-partition of `key`, loaded or created (at `initial(settings)`) the first time, and
+        loaded again when the partition's leader epoch moved since (another leader may have changed
+        it in between)."""
         sp = self.partitions.get(key)
+        if sp is not None and sp.leader_epoch != leader_epoch and key not in self._loading:
+            self._retire(self.partitions.pop(key))
+            sp = None
         if sp is not None:
             return sp
         pending = self._loading.get(key)
@@ -107,6 +114,7 @@ class ShareCoordinator:
                 sp = SharePartition.restore(snap.start_offset, snap.end_offset, snap.runs, snap.state_epoch)
             else:
                 sp = SharePartition(initial(self.settings_of(key.group_id)))
+            sp.leader_epoch = leader_epoch
             self.partitions[key] = sp
             if snap is None:
                 await self.persist([key])
@@ -172,9 +180,10 @@ class ShareCoordinator:
         """The group's share-partitions held here, by (topic id, partition)."""
         return {(k.topic_id, k.partition): sp for k, sp in self.partitions.items() if k.group_id == group_id}
 
-    async def reset(self, key: ShareKey, offset: int, initial: Callable[[ShareSettings], int]) -> None:
+    async def reset(self, key: ShareKey, offset: int) -> None:
         """AlterShareGroupOffsets: the share-partition starts over at `offset` (stored)."""
-        sp = await self.partition(key, initial)
+        held = self.partitions.get(key)
+        sp = await self.partition(key, lambda _s: offset, held.leader_epoch if held is not None else -1)
         sp.reset(offset)
         sp.state_epoch += 1
         await self.persist([key])

@@ -107,6 +107,7 @@ class SharePartition:
         self.start_offset = start_offset
         self.end_offset = start_offset
         self.state_epoch = state_epoch
+        self.leader_epoch = -1  # of the partition when this state was loaded (the caller's to keep)
         self._recs: dict[int, _Rec] = {}
         self._available = 0  # AVAILABLE records below end_offset (redeliveries waiting)
         self.counts = Counts()
