@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import queue
 import signal
+import struct
 import subprocess
 import sys
 import threading
@@ -18,17 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer, TopicCollection
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
+from brook.broker.share_state import SHARE_STATE_TOPIC
 from brook.protocol.errors import ErrorCode
 from brook.protocol.messages import request_class
 from brook.protocol.versions import ApiKey
+from brook.share.state_records import ShareKey, key_hash
 from tests.conftest import GROUP_ARGS
 from tests.integration.test_clients import create_topic
 from tests.integration.test_console import as_json, brook
 from tests.support.broker import BrokerProcess
+from tests.support.cluster import Cluster
 from tests.support.jvm import kafka_tool
 from tests.support.ports import free_port
 from tests.support.raw import RawClient
@@ -74,6 +78,13 @@ def group_configs(bootstrap: str, group: str, **configs: str) -> None:
         [ConfigResource("group", group, incremental_configs=entries)]
     ).values():
         f.result(15)
+
+
+def create_topic_rf(
+    bootstrap: str, name: str, partitions: int, replication_factor: int, **config: str
+) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, partitions, replication_factor, config=config)])[name].result(30)
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes], partitions: int = 1) -> None:
@@ -381,3 +392,55 @@ def test_brook_group_commands(sbroker: BrokerProcess) -> None:
     brook(b, "group", "reset-offsets", "c", "-t", "C", "--to-latest", "--execute")
     d = as_json(b, "group", "describe", "c")
     assert {(p["partition"], p["start"], p["lag"]) for p in d["partitions"]} == {(0, 5, 0), (1, 5, 0)}
+
+
+def _remote_state_group(b: str, topic: str) -> str:
+    """A group id whose share-partition of `topic`-0 is stored in a __share_group_state partition led
+    by another broker than `topic`-0's leader: its state goes there as a Produce between brokers."""
+    admin = AdminClient({"bootstrap.servers": b})
+    desc = admin.describe_topics(TopicCollection([topic]))[topic].result(15)
+    tid = desc.topic_id
+    topic_id = struct.pack(">qq", tid.get_most_significant_bits(), tid.get_least_significant_bits())
+    md = admin.list_topics(timeout=10).topics
+    data_leader = md[topic].partitions[0].leader
+    state = md[SHARE_STATE_TOPIC].partitions
+    for i in range(1000):
+        group = f"f{i}"
+        if state[key_hash(ShareKey(group, topic_id, 0)) % len(state)].leader != data_leader:
+            return group
+    raise AssertionError("no group id hashes to another broker's state partition")
+
+
+def test_leader_failover_loses_no_acknowledgement(tmp_path: Path) -> None:
+    """3 brokers, RF=3: the leader of a partition is killed -9; its successor reads the share-partition
+    from __share_group_state (written by the old leader to another broker) and redelivers only what
+    was not acknowledged."""
+    c = Cluster(tmp_path, extra_args=GROUP_ARGS).start()
+    try:
+        b = c.bootstrap
+        create_topic_rf(b, "F", 1, 3)
+        # As the first share fetch would, so that the test can look its leaders up.
+        create_topic_rf(b, SHARE_STATE_TOPIC, 50, 3, **{"cleanup.policy": "compact"})
+        group = _remote_state_group(b, "F")
+        group_configs(b, group, share_auto_offset_reset="earliest")
+        produce(b, "F", [f"f{i}".encode() for i in range(100)])
+        s = share_consumer(b, group, "F")
+        try:
+            got = poll_until(s, 100)
+            assert len(got) == 100
+            for m in got:
+                s.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 60 else AcknowledgeType.RELEASE)
+            assert all(err is None for err in s.commit_sync(15).values())
+        finally:
+            s.close()
+        admin = AdminClient({"bootstrap.servers": b})
+        leader = admin.list_topics("F", timeout=10).topics["F"].partitions[0].leader
+        c.brokers[leader].kill()
+        s = share_consumer(c.bootstrap, group, "F")
+        try:
+            again = poll_until(s, 40, timeout=60)
+            assert [(m.offset(), m.delivery_count()) for m in again] == [(i, 2) for i in range(60, 100)]
+        finally:
+            s.close()
+    finally:
+        c.stop()

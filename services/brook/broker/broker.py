@@ -56,8 +56,9 @@ class Broker:
             settings.transactions,
         )
         state_topic = InternalTopic(self, SHARE_STATE_TOPIC)
+        self._share_state = ShareStateTopic(self, state_topic)
         self.share = ShareCoordinator(
-            ShareStateTopic(state_topic),
+            self._share_state,
             lambda group_id: share_settings(self.entity_configs("group", group_id)),
             state_topic.topic_partitions,
             lambda group_id: share_timings(self.entity_configs("group", group_id)),
@@ -226,5 +227,6 @@ class Broker:
         await self.metadata.stop()  # in a cluster, a controlled shutdown: leaderships move first
         await self.transactions.stop()
         await self.share.stop()
+        self._share_state.close()
         await self.groups.stop()
         await self.replicas.stop()

@@ -1,108 +1,177 @@
 """Share groups' state store: the `__share_group_state` topic (brook.share.state_records' format) and
 each group's share settings (group configs over the broker's defaults).
 
-A share-partition's state is kept in the state partition its key hashes to; this broker reads a state
-partition whole the first time it needs a key of it, then keeps its latest records in memory. Writes
-are acks=all appends, done before the request that changed the state is answered. A state partition
-led by another broker is not reachable from here (Brook has no WriteShareGroupState between
-brokers): the share-partitions of such keys are kept in memory only, and a warning says so once.
+Brook's own equivalent of Kafka's share coordinator RPCs (WriteShareGroupState, ReadShareGroupState):
+a share-partition's state lives in the state partition its key hashes to. The partition leader that
+changes a share-partition writes its snapshot there with acks=all, appended here when this broker
+leads that state partition, else sent as a Produce (acks=-1) to its leader over the inter-broker
+listener, one request at a time per state partition so the writes of a key land in order. A
+share-partition is loaded by reading its state partition from the replica this broker hosts (leader
+or follower: with acks=all every acknowledged write is in every in-sync replica's log). A broker with
+no replica of that state partition (more brokers than its replication factor) cannot read it and
+starts the share-partition at share.auto.offset.reset, with a warning.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import Protocol
 
+from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.group_records import build_batch, iter_records
+from brook.protocol.versions import ApiKey
+from brook.replication.peer import PeerConnection
+from brook.replication.replica import LeaderAndIsr
 from brook.share.partition import ShareSettings
 from brook.share.state_records import (
     ShareKey,
     ShareSnapshot,
-    decode_key,
     decode_value,
     encode_key,
     encode_value,
     key_hash,
 )
 
+from .inter_broker import peer_security
 from .internal_topics import InternalTopic
+from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SHARE_STATE_TOPIC", "ShareStateTopic", "share_settings", "share_timings"]
+__all__ = ["SHARE_STATE_TOPIC", "ShareStateHost", "ShareStateTopic", "share_settings", "share_timings"]
 
 SHARE_STATE_TOPIC = "__share_group_state"
 STATE_PARTITIONS = 50  # Kafka's share.coordinator.state.topic.num.partitions
 STATE_REPLICATION = 3
+_PRODUCE_VERSION = 9
+
+
+class ShareStateHost(Protocol):
+    """What the store needs of its broker (brook.broker.broker.Broker) to reach other brokers."""
+
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def settings(self) -> BrokerSettings: ...
+    def partition_state(self, topic: str, index: int) -> LeaderAndIsr: ...
+    def endpoint(self, node_id: int, listener: str | None = None) -> tuple[str, int] | None: ...
 
 
 class ShareStateTopic:
-    def __init__(self, topic: InternalTopic, partitions: int = STATE_PARTITIONS) -> None:
+    def __init__(
+        self, host: ShareStateHost, topic: InternalTopic, partitions: int = STATE_PARTITIONS
+    ) -> None:
+        self._host = host
         self._topic = topic
         self._partitions = partitions
-        self._loaded: dict[int, dict[ShareKey, ShareSnapshot]] = {}
-        self._epochs: dict[int, int] = {}  # each loaded partition's leader epoch when it was read
-        self._warned = False
+        self._locks: dict[int, asyncio.Lock] = {}  # one write at a time per state partition
+        self._peers: dict[int, PeerConnection] = {}
+        self._warned: set[str] = set()
 
     def _partition_of(self, key: ShareKey) -> int:
         return key_hash(key) % self._partitions
 
-    async def _ready(self, partition: int) -> bool:
+    def _warn(self, what: str, message: str, *args: object) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            log.warning(message, *args)
+
+    async def _ensure(self) -> None:
         if not self._topic.topic_exists(self._topic.name):
             await self._topic.ensure_topic(self._partitions, STATE_REPLICATION)
-        if not self._topic.is_local_leader(partition):
-            if not self._warned:
-                self._warned = True
-                log.warning(
-                    "share: %s-%d is led by another broker; share state of its keys is kept in memory here",
-                    self._topic.name,
-                    partition,
-                )
-            return False
-        epoch = self._topic.leader_epoch(partition)
-        if self._epochs.get(partition) != epoch:  # led by another broker in between: read it again
-            self._loaded.pop(partition, None)
-        if partition not in self._loaded:
-            found: dict[ShareKey, ShareSnapshot] = {}
-            for chunk in self._topic.read_batches(partition):
-                for _offset, raw_key, raw_value in iter_records(chunk):
-                    key = decode_key(raw_key) if raw_key is not None else None
-                    if key is None:
-                        continue
-                    if raw_value is None:
-                        found.pop(key, None)
-                    else:
-                        found[key] = decode_value(raw_value)
-            self._loaded[partition] = found
-            self._epochs[partition] = epoch
-        return True
 
     async def load(self, key: ShareKey) -> ShareSnapshot | None:
-        partition = self._partition_of(key)
-        if not await self._ready(partition):
+        await self._ensure()
+        partition, raw_key = self._partition_of(key), encode_key(key)
+        latest: bytes | None = None
+        try:
+            for chunk in self._topic.read_batches(partition):
+                for _offset, k, v in iter_records(chunk):
+                    if k == raw_key:
+                        latest = v
+        except KafkaError as e:
+            self._warn(
+                f"read-{partition}",
+                "share: %s-%d is not readable here (%s); share-partitions of its keys start afresh",
+                self._topic.name,
+                partition,
+                e.message,
+            )
             return None
-        return self._loaded[partition].get(key)
+        return decode_value(latest) if latest is not None else None
 
     async def save(self, key: ShareKey, snapshot: Callable[[], ShareSnapshot | None]) -> None:
+        await self._ensure()
         partition = self._partition_of(key)
-        if not await self._ready(partition):
-            return
-        snap = snapshot()  # taken now: the append below starts before any other write of this key
-        value = encode_value(snap) if snap is not None else None
-        batch = build_batch([(encode_key(key), value)], int(time.time() * 1000))
-        if snap is None:
-            self._loaded[partition].pop(key, None)
-        else:
-            self._loaded[partition][key] = snap
+        lock = self._locks.setdefault(partition, asyncio.Lock())
+        async with lock:
+            snap = snapshot()  # taken now: no other write of this key is on its way
+            value = encode_value(snap) if snap is not None else None
+            batch = build_batch([(encode_key(key), value)], int(time.time() * 1000))
+            try:
+                leader = self._host.partition_state(self._topic.name, partition).leader
+            except KafkaError:
+                leader = -1
+            if leader == self._host.node_id:
+                await self._topic.append(partition, batch)
+            elif leader >= 0:
+                await self._send(leader, partition, batch)
+            else:
+                raise KafkaError(
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{self._topic.name}-{partition} has no leader"
+                )
+
+    async def _send(self, leader: int, partition: int, batch: bytes) -> None:
+        body = messages.encode_request(
+            ApiKey.PRODUCE,
+            _PRODUCE_VERSION,
+            {
+                "acks": -1,
+                "timeout_ms": 30_000,
+                "topic_data": [
+                    {"name": self._topic.name, "partition_data": [{"index": partition, "records": batch}]}
+                ],
+            },
+        )
         try:
-            await self._topic.append(partition, batch)
-        except KafkaError as e:
-            self._loaded.pop(partition, None)  # read it again once it is back
-            raise KafkaError(
-                ErrorCode.COORDINATOR_NOT_AVAILABLE, f"share state not stored: {e.message}"
-            ) from e
+            raw = await self._peer(leader).request(ApiKey.PRODUCE, _PRODUCE_VERSION, body)
+            resp = messages.decode_response(ApiKey.PRODUCE, _PRODUCE_VERSION, raw)
+        except (ConnectionError, TimeoutError, OSError) as e:
+            self._drop(leader)
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"share state not stored: {e}") from e
+        code = resp.responses[0].partition_responses[0].error_code
+        if code:
+            raise KafkaError(ErrorCode(code), f"share state not stored on broker {leader}")
+
+    def _peer(self, node: int) -> PeerConnection:
+        conn = self._peers.get(node)
+        endpoint = self._host.endpoint(node)
+        if endpoint is None:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {node} is not live")
+        if conn is None or (conn.host, conn.port) != endpoint:
+            self._drop(node)
+            security = peer_security(self._host.settings)
+            conn = self._peers[node] = PeerConnection(
+                endpoint[0],
+                endpoint[1],
+                f"brook-share-state-{self._host.node_id}",
+                ssl_context=security.ssl_context,
+                authenticate=security.authenticate,
+            )
+        return conn
+
+    def _drop(self, node: int) -> None:
+        conn = self._peers.pop(node, None)
+        if conn is not None:
+            conn.close()
+
+    def close(self) -> None:
+        for node in list(self._peers):
+            self._drop(node)
 
 
 def share_settings(configs: Mapping[str, str]) -> ShareSettings:

@@ -141,8 +141,13 @@ class ShareCoordinator:
         return sp
 
     async def persist(self, keys: Iterable[ShareKey]) -> None:
+        """Store the share-partitions of `keys`. A store that cannot be written (its partition without
+        a leader) is logged, and the state served from memory meanwhile: the next change writes it all."""
         for key in keys:
-            await self._store.save(key, lambda k=key: self._snapshot(k))  # type: ignore[misc]
+            try:
+                await self._store.save(key, lambda k=key: self._snapshot(k))  # type: ignore[misc]
+            except KafkaError as e:
+                log.warning("share: state of %s not stored: %s", key, e.message)
 
     def _snapshot(self, key: ShareKey) -> ShareSnapshot | None:
         sp = self.partitions.get(key)
@@ -254,10 +259,7 @@ class ShareCoordinator:
     async def _sweep_loop(self) -> None:
         while True:
             await asyncio.sleep(_SWEEP_S)
-            try:
-                await self._sweep()
-            except KafkaError as e:  # the state topic unavailable: the next sweep tries again
-                log.warning("share: storing expired locks failed: %s", e.message)
+            await self._sweep()
 
     async def _sweep(self) -> None:
         for group_id, member_id in self.groups.expire():
