@@ -249,7 +249,7 @@ async def _fetch(
     try:
         while True:
             got = False
-            remaining = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
+            remaining = req.max_bytes  # 0: nothing is read (Kafka returns no records then)
             for t in _session_targets(broker, session):
                 if t.partition is None:
                     entries.setdefault(t.tp, t.entry(broker))
