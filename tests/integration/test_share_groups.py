@@ -371,11 +371,15 @@ def test_brook_group_commands(sbroker: BrokerProcess) -> None:
     produce(b, "C", [f"c{i}".encode() for i in range(10)], partitions=2)
     c = share_consumer(b, "c", "C")
     try:
-        got = poll_until(c, 10)
-        for m in got:
-            kind = AcknowledgeType.ACCEPT if m.partition() == 0 else AcknowledgeType.RELEASE
-            c.acknowledge(m, kind)
-        c.commit_sync(15)
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            for m in [m for m in c.poll(0.5) if m.error() is None]:
+                kind = AcknowledgeType.ACCEPT if m.partition() == 0 else AcknowledgeType.RELEASE
+                c.acknowledge(m, kind)
+                got.append(m)
+            c.commit_sync(15)
+        assert sorted((m.partition(), m.offset()) for m in got) == [(p, o) for p in (0, 1) for o in range(5)]
         assert ["c", "STABLE", "share"] in [
             [g["group"], g["state"], g["protocol"]] for g in as_json(b, "group", "list")
         ]

@@ -256,6 +256,10 @@ async def _fetch(
                     continue
                 if max_records <= 0 or remaining <= 0:
                     break
+                if got and t.key not in broker.share.partitions:
+                    # As Kafka, whose share-partitions are initialized apart from the fetch: an answer
+                    # with records does not wait for one not loaded yet; the next fetch loads it.
+                    continue
                 try:
                     out = await _fetch_partition(
                         broker,
