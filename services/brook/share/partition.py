@@ -89,6 +89,7 @@ class _Rec:
 
 
 _DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+_NEVER = 2**63 - 1
 
 
 @dataclass(slots=True)
@@ -110,6 +111,7 @@ class SharePartition:
         self.leader_epoch = -1  # of the partition when this state was loaded (the caller's to keep)
         self._recs: dict[int, _Rec] = {}
         self._available = 0  # AVAILABLE records below end_offset (redeliveries waiting)
+        self._earliest = _NEVER  # no acquisition lock runs out before this (a lower bound)
         self.counts = Counts()
 
     # -- reading the state ---------------------------------------------------------------------------
@@ -180,6 +182,7 @@ class SharePartition:
         out: list[Acquired] = []
         taken = 0
         deadline = now + settings.lock_duration_ms
+        self._earliest = min(self._earliest, deadline)
         for b in batches:
             if taken >= max_records:
                 break
@@ -279,11 +282,17 @@ class SharePartition:
 
     def expire_locks(self, now: int, settings: ShareSettings) -> int:
         """Records whose acquisition lock ran out go back (or are archived at the delivery limit)."""
-        n = 0
+        if self._earliest > now:
+            return 0  # the usual case: a look at one number, not at every record in flight
+        n, earliest = 0, _NEVER
         for r in self._recs.values():
-            if r.state is RecordState.ACQUIRED and r.deadline <= now:
-                self._release(r, settings)
-                n += 1
+            if r.state is RecordState.ACQUIRED:
+                if r.deadline <= now:
+                    self._release(r, settings)
+                    n += 1
+                else:
+                    earliest = min(earliest, r.deadline)
+        self._earliest = earliest
         if n:
             self.counts.lock_expiries += n
             self._advance_start()
