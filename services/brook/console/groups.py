@@ -97,29 +97,10 @@ def _describe_share(a: Any, group: str, desc: Any, offsets: Any, output: Output)
         {"topic": t, "partition": p, "start": starts[(t, p)], "end": ends[(t, p)], "lag": lags[(t, p)]}
         for t, p in sorted(starts)
     ]
-    total = sum(max(int(x["lag"]), 0) for x in parts)
-    data = {
-        "group": group,
-        "state": desc.group_state.upper(),
-        "protocol": "share",
-        "assignor": desc.assignor_name,
-        "members": members,
-        "partitions": parts,
-        "total_lag": total,
-    }
-    if output is not Output.table:
-        emit(output, data)
+    columns = {"TOPIC": "topic", "PARTITION": "partition", "START": "start", "END": "end", "LAG": "lag"}
+    state, assignor = desc.group_state.upper(), desc.assignor_name
+    if not _emit_group(output, group, state, "share", assignor, members, parts, columns):
         return
-    print(
-        f"group {group}: {data['state']}, share protocol, assignor {desc.assignor_name}, "
-        f"{len(members)} member(s), total lag {total} (records not yet acknowledged or archived)"
-    )
-    emit(
-        output,
-        None,
-        ["TOPIC", "PARTITION", "START", "END", "LAG"],
-        [(x["topic"], x["partition"], x["start"], x["end"], x["lag"]) for x in parts],
-    )
     for m in members:
         print(f"member {m['member']} ({m['client']}, {m['host']}): {', '.join(m['partitions']) or '-'}")
 
@@ -194,31 +175,49 @@ def describe(
                 "owner": owner.get((t, p)),
             }
         )
-    total = sum(int(x["lag"] or 0) for x in parts)
     state = str(desc.state).replace("ConsumerGroupState.", "")
     protocol = _name(getattr(desc, "type", None))
+    columns = {
+        "TOPIC": "topic",
+        "PARTITION": "partition",
+        "COMMITTED": "committed",
+        "END": "end",
+        "LAG": "lag",
+        "OWNER": "owner",
+    }
+    _emit_group(output, group, state, protocol, desc.partition_assignor, members, parts, columns)
+
+
+def _emit_group(
+    output: Output,
+    group: str,
+    state: str,
+    protocol: str,
+    assignor: str | None,
+    members: list[dict[str, Any]],
+    parts: list[dict[str, Any]],
+    columns: dict[str, str],
+) -> bool:
+    """A described group as a document, or its summary line and partition table; True for the table."""
+    total = sum(max(int(x["lag"] or 0), 0) for x in parts)
     data = {
         "group": group,
         "state": state,
         "protocol": protocol,
-        "assignor": desc.partition_assignor,
+        "assignor": assignor,
         "members": members,
         "partitions": parts,
         "total_lag": total,
     }
     if output is not Output.table:
         emit(output, data)
-        return
+        return False
     print(
-        f"group {group}: {state}, {protocol} protocol, assignor {desc.partition_assignor or '-'}, "
+        f"group {group}: {state}, {protocol} protocol, assignor {assignor or '-'}, "
         f"{len(members)} member(s), total lag {total}"
     )
-    emit(
-        output,
-        None,
-        ["TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "OWNER"],
-        [(x["topic"], x["partition"], x["committed"], x["end"], x["lag"], x["owner"]) for x in parts],
-    )
+    emit(output, None, list(columns), [tuple(x[k] for k in columns.values()) for x in parts])
+    return True
 
 
 @app.command("reset-offsets")
