@@ -264,8 +264,9 @@ STATIC_BROKER_CONFIGS = frozenset(
     }
 )
 
-# Group configs (Kafka 4.0, KIP-848/932): they tune consumer- and share-protocol groups; Brook's groups
-# are classic ones, which they do not apply to (as in Kafka). Bounds: the broker's group.* min/max.
+# Group configs (Kafka 4.x, KIP-848/932): they tune consumer- and share-protocol groups. Bounds: the
+# broker's group.* min/max, except share.record.lock.duration.ms, whose floor is 1 s (librdkafka's share
+# tests set 3 s).
 GROUP_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in (
@@ -306,8 +307,38 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
             "int",
             "30000",
             "how long a share group's consumer holds a record",
-            minimum=15000,
-            maximum=60000,
+            minimum=1000,
+            maximum=3600000,
+        ),
+        ConfigDef(
+            "share.delivery.count.limit",
+            "int",
+            "5",
+            "deliveries of a record to a share group before it is archived",
+            minimum=2,
+            maximum=10,
+        ),
+        ConfigDef(
+            "share.partition.max.record.locks",
+            "int",
+            "2000",
+            "records in flight per share-partition",
+            minimum=100,
+            maximum=10000,
+        ),
+        ConfigDef(
+            "share.auto.offset.reset",
+            "string",
+            "latest",
+            "where a share group starts on a partition it has no state for",
+            valid=("latest", "earliest"),
+        ),
+        ConfigDef(
+            "share.isolation.level",
+            "string",
+            "read_uncommitted",
+            "read_committed: share group members get committed transactional records only",
+            valid=("read_uncommitted", "read_committed"),
         ),
     )
 }

@@ -70,8 +70,8 @@ def test_kafkas_sample_server_properties_starts_a_broker(tmp_path: Path) -> None
         "num.io.threads, num.recovery.threads.per.data.dir",
         "ignored (the kernel sizes Brook's socket buffers): socket.send.buffer.bytes, "
         "socket.receive.buffer.bytes",
-        "ignored (Brook has no share groups (KIP-932)): share.coordinator.state.topic.replication.factor, "
-        "share.coordinator.state.topic.min.isr",
+        "ignored (Brook's share groups take their settings from group configs (share.*), with Kafka's "
+        "defaults): share.coordinator.state.topic.replication.factor, share.coordinator.state.topic.min.isr",
         "ignored (Brook's internal topics take the broker's min.insync.replicas): "
         "transaction.state.log.min.isr",
     ]

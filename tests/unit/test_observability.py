@@ -22,6 +22,7 @@ from brook.observability import (
     error_name,
     request_name,
 )
+from brook.observability.view import SharePartitionStat, ShareRecordCounts
 from brook.protocol.errors import ErrorCode
 from brook.protocol.versions import ApiKey
 
@@ -83,6 +84,12 @@ class FakeView:
 
     def open_connections(self) -> int:
         return self.connections
+
+    def share_records(self) -> ShareRecordCounts:
+        return ShareRecordCounts(0, 0, 0, 0, 0)
+
+    def share_partitions(self) -> Iterable[SharePartitionStat]:
+        return []
 
 
 def three_broker_leader() -> FakeView:

@@ -22,6 +22,7 @@ from brook.security.authorizer import Authorizer
 from brook.security.connection_limits import raise_open_file_limit
 from brook.security.oauthbearer import TokenValidator
 from brook.security.quotas import ClientQuotas
+from brook.share import ShareCoordinator
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
 from .cluster import ClusterNode
@@ -32,6 +33,7 @@ from .log_dir_failure import LogDirFailureHandler
 from .partition_budget import partition_budget
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
+from .share_state import SHARE_STATE_TOPIC, ShareStateTopic, share_settings, share_timings
 from .single_node import SingleNodeMetadata
 from .topics import MetadataStore, TopicMeta, assignment_error
 from .txn_markers import TxnMarkerWriter
@@ -56,6 +58,14 @@ class Broker:
             settings.transactions,
         )
         self.txn_verifier = TxnVerifier(self)  # KIP-890, for the partitions this broker leads
+        state_topic = InternalTopic(self, SHARE_STATE_TOPIC)
+        self._share_state = ShareStateTopic(self, state_topic)
+        self.share = ShareCoordinator(
+            self._share_state,
+            lambda group_id: share_settings(self.entity_configs("group", group_id)),
+            state_topic.topic_partitions,
+            lambda group_id: share_timings(self.entity_configs("group", group_id)),
+        )
         self.log_dir_failure = LogDirFailureHandler(self)
         self.iceberg = IcebergWriters(settings.iceberg, settings.data_dir, self.replicas.partitions)
         self.authorizer = Authorizer(settings.authorizer)
@@ -208,6 +218,7 @@ class Broker:
         await self.metadata.start()
         self.replicas.start_timers()
         self.groups.start()
+        self.share.start()
         self.transactions.start()
         self.log_dir_failure.start()
         self.iceberg.start()
@@ -222,5 +233,7 @@ class Broker:
         await self.metadata.stop()  # in a cluster, a controlled shutdown: leaderships move first
         await self.transactions.stop()
         self.txn_verifier.close()
+        await self.share.stop()
+        self._share_state.close()
         await self.groups.stop()
         await self.replicas.stop()

@@ -49,7 +49,10 @@ _IGNORED: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("the kernel sizes Brook's socket buffers", ("socket.send.buffer.bytes", "socket.receive.buffer.bytes")),
-    ("Brook has no share groups (KIP-932)", ("share.coordinator.", "group.share.")),
+    (
+        "Brook's share groups take their settings from group configs (share.*), with Kafka's defaults",
+        ("share.coordinator.", "group.share."),
+    ),
     (
         "Brook's internal topics take the broker's min.insync.replicas",
         ("transaction.state.log.min.isr", "offsets.topic.min.isr"),

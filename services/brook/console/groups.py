@@ -22,27 +22,88 @@ from .common import (
     offset_spec,
     result,
 )
+from .share_groups import ShareClient, plaintext
 
 app = typer.Typer(
-    help="Consumer groups: list, describe with lag, reset offsets, delete.", no_args_is_help=True
+    help="Consumer and share groups: list, describe with lag, reset offsets, delete.", no_args_is_help=True
 )
 
 
 @app.command("list")
 @command
 def list_(bootstrap: Bootstrap = B, output: OutputOpt = Output.table, x: ClientSettings = None) -> None:
-    """Every consumer group with its state and protocol (classic, or consumer: KIP-848)."""
+    """Every group with its state and protocol (classic, consumer: KIP-848, or share: KIP-932)."""
     a = admin(bootstrap, x)  # referenced until its futures resolve
     res = result(a.list_consumer_groups(), "list groups")
-    rows = sorted(
-        (g.group_id, str(g.state).replace("ConsumerGroupState.", ""), _name(g.type)) for g in res.valid
-    )
+    rows = [(g.group_id, str(g.state).replace("ConsumerGroupState.", ""), _name(g.type)) for g in res.valid]
+    rows = sorted(rows + [(g, state.upper(), "share") for g, state in _share_groups(bootstrap, x)])
     emit(
         output,
         [{"group": g, "state": s, "protocol": t} for g, s, t in rows],
         ["GROUP", "STATE", "PROTOCOL"],
         rows,
     )
+
+
+def _share_groups(bootstrap: str, x: list[str] | None) -> list[tuple[str, str]]:
+    if not plaintext(x):
+        return []
+    client = ShareClient(bootstrap)
+    try:
+        return client.list_groups()
+    except CommandError:
+        return []  # a broker without share groups (ListGroups v5 refused)
+    finally:
+        client.close()
+
+
+def _share_describe(bootstrap: str, x: list[str] | None, group: str) -> tuple[Any, Any] | None:
+    if not plaintext(x):
+        return None
+    client = ShareClient(bootstrap)
+    try:
+        return client.describe(group)
+    except CommandError:
+        return None
+    finally:
+        client.close()
+
+
+def _share_starts(offsets: Any) -> dict[tuple[str, int], int]:
+    return {
+        (t.topic_name, p.partition_index): p.start_offset
+        for t in offsets.topics
+        for p in t.partitions
+        if p.error_code == 0 and p.start_offset >= 0
+    }
+
+
+def _describe_share(a: Any, group: str, desc: Any, offsets: Any, output: Output) -> None:
+    """A share group: members and their partitions, each partition's start offset, end and lag."""
+    members = [
+        {
+            "member": m.member_id,
+            "client": m.client_id,
+            "host": m.client_host,
+            "partitions": sorted(
+                f"{tp.topic_name}-{p}" for tp in m.assignment.topic_partitions for p in tp.partitions
+            ),
+        }
+        for m in desc.members
+    ]
+    lags = {(t.topic_name, p.partition_index): p.lag for t in offsets.topics for p in t.partitions}
+    starts = _share_starts(offsets)
+    ends = _ends(a, sorted(starts))
+    parts = [
+        {"topic": t, "partition": p, "start": starts[(t, p)], "end": ends[(t, p)], "lag": lags[(t, p)]}
+        for t, p in sorted(starts)
+    ]
+    columns = {"TOPIC": "topic", "PARTITION": "partition", "START": "start", "END": "end", "LAG": "lag"}
+    state, assignor = desc.group_state.upper(), desc.assignor_name
+    if not _emit_group(output, group, state, "share", assignor, members, parts, columns):
+        return
+    for m in members:
+        print(f"member {m['member']} ({m['client']}, {m['host']}): {', '.join(m['partitions']) or '-'}")
 
 
 def _name(value: Any) -> str:
@@ -73,8 +134,13 @@ def _ends(a: Any, tps: list[tuple[str, int]], spec: Any = None) -> dict[tuple[st
 def describe(
     group: str, bootstrap: Bootstrap = B, output: OutputOpt = Output.table, x: ClientSettings = None
 ) -> None:
-    """Members and their partitions, committed and end offsets, lag per partition and in total."""
+    """Members and their partitions, committed and end offsets, lag per partition and in total; for a
+    share group its start offsets (below them every record is acknowledged or archived)."""
     a = admin(bootstrap, x)
+    share = _share_describe(bootstrap, x, group)
+    if share is not None:
+        _describe_share(a, group, *share, output)
+        return
     desc = result(a.describe_consumer_groups([group])[group], f"describe {group}")
     owner: dict[tuple[str, int], str] = {}
     members = []
@@ -110,31 +176,49 @@ def describe(
                 "owner": owner.get((t, p)),
             }
         )
-    total = sum(int(x["lag"] or 0) for x in parts)
     state = str(desc.state).replace("ConsumerGroupState.", "")
     protocol = _name(getattr(desc, "type", None))
+    columns = {
+        "TOPIC": "topic",
+        "PARTITION": "partition",
+        "COMMITTED": "committed",
+        "END": "end",
+        "LAG": "lag",
+        "OWNER": "owner",
+    }
+    _emit_group(output, group, state, protocol, desc.partition_assignor, members, parts, columns)
+
+
+def _emit_group(
+    output: Output,
+    group: str,
+    state: str,
+    protocol: str,
+    assignor: str | None,
+    members: list[dict[str, Any]],
+    parts: list[dict[str, Any]],
+    columns: dict[str, str],
+) -> bool:
+    """A described group as a document, or its summary line and partition table; True for the table."""
+    total = sum(max(int(x["lag"] or 0), 0) for x in parts)
     data = {
         "group": group,
         "state": state,
         "protocol": protocol,
-        "assignor": desc.partition_assignor,
+        "assignor": assignor,
         "members": members,
         "partitions": parts,
         "total_lag": total,
     }
     if output is not Output.table:
         emit(output, data)
-        return
+        return False
     print(
-        f"group {group}: {state}, {protocol} protocol, assignor {desc.partition_assignor or '-'}, "
+        f"group {group}: {state}, {protocol} protocol, assignor {assignor or '-'}, "
         f"{len(members)} member(s), total lag {total}"
     )
-    emit(
-        output,
-        None,
-        ["TOPIC", "PARTITION", "COMMITTED", "END", "LAG", "OWNER"],
-        [(x["topic"], x["partition"], x["committed"], x["end"], x["lag"], x["owner"]) for x in parts],
-    )
+    emit(output, None, list(columns), [tuple(x[k] for k in columns.values()) for x in parts])
+    return True
 
 
 @app.command("reset-offsets")
@@ -156,7 +240,8 @@ def reset_offsets(
     output: OutputOpt = Output.table,
     x: ClientSettings = None,
 ) -> None:
-    """Move a group's committed offsets on one topic (the group must have no active members)."""
+    """Move a group's committed offsets on one topic (a share group's start offsets); the group must
+    have no active members."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 
     chosen = [to_earliest, to_latest, to_datetime is not None, to_offset is not None, shift_by is not None]
@@ -171,7 +256,8 @@ def reset_offsets(
     tps = [(topic, p) for p in sorted(t.partitions)]
     earliest = _ends(a, tps, offset_spec("earliest"))
     latest = _ends(a, tps)
-    committed = _committed(a, group)
+    share = _share_describe(bootstrap, x, group)
+    committed = _committed(a, group) if share is None else _share_starts(share[1])
     if to_datetime is not None:
         try:
             when = dt.datetime.fromisoformat(to_datetime)
@@ -196,7 +282,15 @@ def reset_offsets(
             new = committed.get(tp, lo) + shift_by
         new = min(max(new, lo), hi)  # as kafka-consumer-groups.sh: clamped to the partition's range
         plan.append({"topic": tp[0], "partition": tp[1], "current": committed.get(tp), "new": new})
-    if execute:
+    if execute and share is not None:
+        if share[0].members:
+            raise CommandError(f"group {group} has {len(share[0].members)} active member(s): stop them first")
+        client = ShareClient(bootstrap)
+        try:
+            client.alter_offsets(group, topic, {p["partition"]: p["new"] for p in plan})
+        finally:
+            client.close()
+    elif execute:
         desc = result(a.describe_consumer_groups([group])[group], f"describe {group}")
         if desc.members:
             raise CommandError(f"group {group} has {len(desc.members)} active member(s): stop them first")

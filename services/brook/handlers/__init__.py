@@ -33,6 +33,13 @@ from .quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from .reassignments import handle_alter_partition_reassignments, handle_list_partition_reassignments
 from .sasl import handle_sasl_authenticate, handle_sasl_handshake
 from .scram import handle_alter_user_scram_credentials, handle_describe_user_scram_credentials
+from .share_fetch import handle_share_acknowledge, handle_share_fetch
+from .share_groups import handle_share_group_describe, handle_share_group_heartbeat
+from .share_offsets import (
+    handle_alter_share_group_offsets,
+    handle_delete_share_group_offsets,
+    handle_describe_share_group_offsets,
+)
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import (
     handle_add_offsets_to_txn,
@@ -77,6 +84,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: handle_share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
+    ApiKey.SHARE_FETCH: handle_share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: handle_alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: handle_delete_share_group_offsets,
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,

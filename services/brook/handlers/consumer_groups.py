@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from brook.broker.broker import Broker
@@ -16,7 +16,7 @@ from brook.protocol.versions import ApiKey
 from .authorized import Operation, ResourceType, allowed, authorized_operations
 from .context import CLIENT_HOST, Body, uuid_bytes
 
-__all__ = ["handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
+__all__ = ["assignment_entries", "handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
 
 
 async def handle_consumer_group_heartbeat(broker: Broker, hdr: RequestHeader) -> Body | None:
@@ -55,11 +55,14 @@ async def handle_consumer_group_heartbeat(broker: Broker, hdr: RequestHeader) ->
         "heartbeat_interval_ms": result.heartbeat_interval_ms,
     }
     if result.assignment is not None:
-        fields["assignment"] = {"topic_partitions": _partitions(result.assignment)}
+        fields["assignment"] = {"topic_partitions": assignment_entries(result.assignment)}
     return messages.encode_response(ApiKey.CONSUMER_GROUP_HEARTBEAT, v, fields)
 
 
-def _partitions(assignment: Mapping[bytes, set[int]], names: Mapping[bytes, str] | None = None) -> list[Any]:
+def assignment_entries(
+    assignment: Mapping[bytes, Collection[int]], names: Mapping[bytes, str] | None = None
+) -> list[Any]:
+    """An assignment's TopicPartitions entries (with topic names when `names` is given)."""
     out: list[dict[str, Any]] = []
     for t, ps in sorted(assignment.items()):
         if ps:
@@ -100,9 +103,9 @@ async def handle_consumer_group_describe(broker: Broker, hdr: RequestHeader) -> 
                         "client_host": m.client_host,
                         "subscribed_topic_names": sorted(m.subscribed_names),
                         "subscribed_topic_regex": m.subscribed_regex or "",
-                        "assignment": {"topic_partitions": _partitions(m.assigned, names)},
+                        "assignment": {"topic_partitions": assignment_entries(m.assigned, names)},
                         "target_assignment": {
-                            "topic_partitions": _partitions(group.target.get(m.member_id, {}), names)
+                            "topic_partitions": assignment_entries(group.target.get(m.member_id, {}), names)
                         },
                         "member_type": 1,  # 1: consumer protocol (0 would be a classic member)
                     }

@@ -237,6 +237,7 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
         (g.group_id, g.protocol_type or "", g.state.value, "classic") for g in broker.groups.list_groups()
     ]
     found += [(g.group_id, "consumer", g.state, "consumer") for g in broker.groups.consumer.list_groups()]
+    found += [(g.group_id, "share", g.state, "share") for g in broker.share.groups.groups.values()]
     groups = [
         {"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
         for gid, ptype, state, gtype in sorted(found)
@@ -254,7 +255,15 @@ async def handle_delete_groups(broker: Broker, hdr: RequestHeader) -> Body | Non
     req = messages.decode_request(ApiKey.DELETE_GROUPS, v, hdr.body)
     names = list(dict.fromkeys(req.groups_names))  # a group named twice is deleted once, answered once
     may = filter_allowed(broker, Operation.DELETE, ResourceType.GROUP, names)
-    results = await broker.groups.delete_groups([g for g in names if g in may])
+    share = [g for g in names if g in may and g in broker.share.groups.groups]
+    results = await broker.groups.delete_groups([g for g in names if g in may and g not in share])
+    for g in share:
+        try:
+            broker.groups.check_coordinator(g)
+            await broker.share.delete_group(g)
+            results[g] = ErrorCode.NONE
+        except KafkaError as e:
+            results[g] = e.code
     results.update({g: ErrorCode.GROUP_AUTHORIZATION_FAILED for g in names if g not in may})
     return messages.encode_response(
         ApiKey.DELETE_GROUPS,

@@ -15,6 +15,14 @@ log = logging.getLogger(__name__)
 
 _TP = ["topic", "partition"]
 _GTP = ["group", "topic", "partition"]
+# Share groups' record counters (KIP-932), in ShareRecordCounts' order.
+_SHARE_COUNTS = {
+    "brook_share_records_acquired": "Records acquired by share group members (each delivery).",
+    "brook_share_records_acknowledged": "Records accepted by share group members.",
+    "brook_share_records_released": "Records released by members or when their share session closed.",
+    "brook_share_records_archived": "Records rejected, or archived at the delivery count limit.",
+    "brook_share_lock_expiries": "Acquired records whose acquisition lock ran out.",
+}
 
 
 def _gauge(name: str, doc: str, labels: list[str] | None = None) -> GaugeMetricFamily:
@@ -130,6 +138,26 @@ class StateCollector(Collector):
             self._failed("group coordinator")
 
         try:
+            counts = view.share_records()
+            for name, value in zip(_SHARE_COUNTS, counts, strict=True):
+                fam[name].add_sample(f"{name}_total", {}, value)
+            start, in_flight, acquired = (
+                fam[n]
+                for n in (
+                    "brook_share_partition_start_offset",
+                    "brook_share_partition_in_flight_records",
+                    "brook_share_partition_acquired_records",
+                )
+            )
+            for st in view.share_partitions():
+                labels = {"group": st.group, "topic": st.topic, "partition": str(st.partition)}
+                start.add_sample(start.name, labels, st.start_offset)
+                in_flight.add_sample(in_flight.name, labels, st.in_flight)
+                acquired.add_sample(acquired.name, labels, st.acquired)
+        except Exception:
+            self._failed("share groups")
+
+        try:
             fam["brook_open_connections"].add_sample("brook_open_connections", {}, view.open_connections())
         except Exception:
             self._failed("connections")
@@ -204,6 +232,20 @@ class StateCollector(Collector):
                 labels=["protocol"],
             ),
             _gauge("brook_open_connections", "Connections open on the Kafka listener."),
+            *(CounterMetricFamily(name, doc) for name, doc in _SHARE_COUNTS.items()),
+            _gauge(
+                "brook_share_partition_start_offset",
+                "A share group's start offset on a partition led here (below it all is done).",
+                _GTP,
+            ),
+            _gauge(
+                "brook_share_partition_in_flight_records",
+                "Records of a share-partition between its start offset and the next never delivered.",
+                _GTP,
+            ),
+            _gauge(
+                "brook_share_partition_acquired_records", "Records of a share-partition acquired now.", _GTP
+            ),
             CounterMetricFamily(
                 "brook_metrics_collect_errors",
                 "Parts of scrapes whose broker state could not be read (logged).",

@@ -49,6 +49,14 @@ brook_consumer_groups{protocol,state}       kafka.server:type=group-coordinator-
 brook_consumer_group_rebalances_total       ...group-coordinator-metrics,name=consumer-group-rebalance-count
   {protocol}                                  and classic-group-completed-rebalance-count
 brook_open_connections                      kafka.server:type=socket-server-metrics,name=connection-count
+brook_share_records_acquired_total          kafka.server:type=share-group-metrics (KIP-932's record counts:
+brook_share_records_acknowledged_total        acquired, acknowledged, released, archived and lock expiries
+brook_share_records_released_total            on the share-partitions of partitions led here)
+brook_share_records_archived_total
+brook_share_lock_expiries_total
+brook_share_partition_start_offset{...}     (none; a share group's start offset, group/topic/partition)
+brook_share_partition_in_flight_records     (none; records between the start offset and the next never
+brook_share_partition_acquired_records        delivered, and those acquired now)
 brook_broker_info{broker}                   (the broker id; kafka.server:type=app-info)
 brook_metrics_collect_errors_total          (Brook's own: parts of scrapes the view failed to answer)
 =========================================  ===============================================================

@@ -47,6 +47,27 @@ class GroupOffset(NamedTuple):
     committed_offset: int
 
 
+class ShareRecordCounts(NamedTuple):
+    """What this broker's share-partitions did with records since it started (counters)."""
+
+    acquired: int
+    acknowledged: int
+    released: int
+    archived: int
+    lock_expiries: int
+
+
+class SharePartitionStat(NamedTuple):
+    """A share group's view of a partition led here: its start offset and records in flight."""
+
+    group: str
+    topic: str
+    partition: int
+    start_offset: int
+    in_flight: int
+    acquired: int
+
+
 class BrokerView(Protocol):
     """What the collector needs from a broker, and nothing more."""
 
@@ -87,4 +108,12 @@ class BrokerView(Protocol):
 
     def open_connections(self) -> int:
         """Client and peer connections currently open on the Kafka listener."""
+        ...
+
+    def share_records(self) -> ShareRecordCounts:
+        """Share groups' record counts (KIP-932) on the partitions this broker leads."""
+        ...
+
+    def share_partitions(self) -> Iterable[SharePartitionStat]:
+        """Every share-partition this broker holds."""
         ...

@@ -64,11 +64,69 @@ class ConsumerGroupDescribeRequest(ApiMessage, load_json=_specs_package): ...  #
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
 
 
+# KIP-932's share group APIs (76-79).
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareGroupDescribeRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareFetchRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareFetchResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareAcknowledgeRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ShareAcknowledgeResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+# KIP-932's admin APIs (90-92).
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
 _SHIPPED = (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
 )
 
 

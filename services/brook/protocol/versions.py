@@ -173,6 +173,13 @@ FLEXIBLE_FROM: dict[int, int] = {
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: 0,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: 0,
     ApiKey.CONSUMER_GROUP_DESCRIBE: 0,
+    ApiKey.SHARE_GROUP_HEARTBEAT: 0,
+    ApiKey.SHARE_GROUP_DESCRIBE: 0,
+    ApiKey.SHARE_FETCH: 0,
+    ApiKey.SHARE_ACKNOWLEDGE: 0,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
 }
 
 # Every version Brook can decode and answer (inclusive ranges). The first block is the set all four
@@ -234,6 +241,15 @@ ALL_VERSIONS: dict[int, tuple[int, int]] = {
     # KIP-848, the consumer group protocol (specs shipped in this package, see messages.py).
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # KIP-932 share groups: v0 was Kafka 4.0's early access, removed in 4.1; ShareFetch and
+    # ShareAcknowledge v2 add RENEW acknowledgements (KIP-1222).
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 
 _NEVER = 1 << 15

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from brook.broker.broker import Broker
 from brook.broker.partition import Partition
+from brook.observability.view import SharePartitionStat, ShareRecordCounts
 
 from .listener import KafkaServer
 
@@ -107,6 +108,18 @@ class BrokerState:
 
     def open_connections(self) -> int:
         return len(self.server.connections)
+
+    def share_records(self) -> ShareRecordCounts:
+        c = self.broker.share.totals()
+        return ShareRecordCounts(c.acquired, c.acknowledged, c.released, c.archived, c.lock_expiries)
+
+    def share_partitions(self) -> Iterator[SharePartitionStat]:
+        for key, sp in self.broker.share.partitions.items():
+            meta = self.broker.replicas.topic_by_id(key.topic_id)
+            if meta is not None:
+                yield SharePartitionStat(
+                    key.group_id, meta.name, key.partition, sp.start_offset, sp.in_flight, sp.acquired_count()
+                )
 
     def ready(self) -> tuple[bool, str]:
         """Ready for traffic: listening, its log directory online, and in a cluster registered and in

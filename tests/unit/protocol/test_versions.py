@@ -64,7 +64,10 @@ def test_note_version_set_and_admin_additions() -> None:
     assert ALL_VERSIONS[ApiKey.DESCRIBE_LOG_DIRS] == (1, 4)  # v0 left Kafka 4
     assert ALL_VERSIONS[ApiKey.CONSUMER_GROUP_HEARTBEAT] == (0, 1)  # KIP-848, v1: KIP-1082
     assert ALL_VERSIONS[ApiKey.CONSUMER_GROUP_DESCRIBE] == (0, 1)
-    assert len(ALL_VERSIONS) == 49
+    # KIP-932: v0 was Kafka 4.0's early access; v2 of ShareFetch/ShareAcknowledge: RENEW (KIP-1222)
+    assert ALL_VERSIONS[ApiKey.SHARE_GROUP_HEARTBEAT] == (1, 1)
+    assert ALL_VERSIONS[ApiKey.SHARE_FETCH] == (1, 2)
+    assert len(ALL_VERSIONS) == 56
 
 
 def test_flexibility() -> None:
