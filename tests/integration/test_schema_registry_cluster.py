@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,13 +21,11 @@ from tests.support.registry import call, registry_args, wait_serving
 pytestmark = [pytest.mark.slow, pytest.mark.needs_cluster]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, dict[int, str]]]:
-    """One cluster for the module (its start and three registries cost ~15 s): the tests use subjects of
-    their own, and the one that kills a broker comes last."""
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Cluster, dict[int, str]]]:
     ports = {i: free_port() for i in range(3)}
     urls = {i: registry_args(ports[i])[1] for i in range(3)}
-    c = Cluster(tmp_path_factory.mktemp("registry-cluster"), node_args=lambda i: registry_args(ports[i])[0])
+    c = Cluster(tmp_path, node_args=lambda i: registry_args(ports[i])[0])
     for c_ in running(c):
         for url in urls.values():
             wait_serving(url, 120)
