@@ -127,17 +127,20 @@ class IcebergWriters:
                     next_offset = p.log.log_start_offset if recorded is None else recorded
                     log.info("%s-%d -> %s: writing from offset %d", p.topic, p.index, table, next_offset)
                 chunk = await read_committed(p, next_offset)
-                if chunk.end > next_offset:
+                wrote = chunk.end > next_offset
+                if wrote:
                     if next_offset < p.log.log_start_offset:
                         log.warning(
                             "%s-%d: offsets %d to %d were deleted from the log before reaching %s",
                             p.topic, p.index, next_offset, p.log.log_start_offset - 1, table,
                         )  # fmt: skip
                     next_offset = await self._run(worker.commit, job, chunk)
-                    if self._maintenance_due(table, config):
-                        await self._run(worker.maintain, job)
-                    if next_offset < p.last_stable_offset:
-                        continue  # more than one snapshot's worth waiting: no pause
+                # On schedule, not only after a commit: a table whose topic went quiet right after a
+                # burst of small commits is folded too.
+                if self._maintenance_due(table, config):
+                    await self._run(worker.maintain, job)
+                if wrote and next_offset < p.last_stable_offset:
+                    continue  # more than one snapshot's worth waiting: no pause
                 await asyncio.sleep(interval)
             except asyncio.CancelledError:
                 raise
