@@ -63,19 +63,22 @@ async def handle_add_partitions_to_txn(broker: Broker, hdr: RequestHeader) -> Bo
         except KafkaError as e:
             code = fenced_for(e.code, v, 2)
         results = dict.fromkeys(wanted, code)
-    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for (t, p), code in results.items():
-        by_topic[t].append({"partition_index": p, "partition_error_code": code})
     return messages.encode_response(
         ApiKey.ADD_PARTITIONS_TO_TXN,
         v,
         {
             "throttle_time_ms": 0,
-            "results_by_topic_v3_and_below": [
-                {"name": t, "results_by_partition": ps} for t, ps in by_topic.items()
-            ],
+            "results_by_topic_v3_and_below": _topic_results(results),
         },
     )
+
+
+def _topic_results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict[str, Any]]:
+    """AddPartitionsToTxn's per-topic results (v3 and below, and each transaction's in v4)."""
+    by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for (t, p), code in codes.items():
+        by_topic[t].append({"partition_index": p, "partition_error_code": code})
+    return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
 
 def _verify_partitions_in_txn(broker: Broker, req: Any) -> Body:
@@ -97,15 +100,7 @@ def _verify_partitions_in_txn(broker: Broker, req: Any) -> Body:
                 )
             except KafkaError as e:
                 codes = dict.fromkeys(parts, e.code)
-        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for (t, p), code in codes.items():
-            by_topic[t].append({"partition_index": p, "partition_error_code": code})
-        results.append(
-            {
-                "transactional_id": txn.transactional_id,
-                "topic_results": [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()],
-            }
-        )
+        results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(codes)})
     return messages.encode_response(
         ApiKey.ADD_PARTITIONS_TO_TXN,
         req.version,
