@@ -4,14 +4,18 @@ name topics by id) are compared by their partitions only."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
+from brook.protocol import consumer_group_records as rec
+from brook.protocol.group_records import decode_key
 from brook.protocol.versions import ApiKey
 from tests.support.differential import Wire, agree, differences
 
-from .test_groups import coordinated
+from .test_groups import coordinated, join
 from .test_records import led
 from .test_topics import create, topic
 
@@ -143,3 +147,147 @@ def test_member_life(wires: tuple[Wire, Wire], cg_topic: str) -> None:
     agree(k, b, HB, 1, heartbeat(g, "m1", -1), ignore=ignore)  # gone: UNKNOWN_MEMBER_ID
     d = [w.send(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [g, "cg-none"]}) for w in (k, b)]
     assert not differences(d[0], d[1], ignore=["group_epoch", "assignment_epoch", "authorized_operations"])
+
+
+def group_records(bootstrap: str, group: str) -> list[tuple[int, str | None, bytes | None]]:
+    """(record type, member id, value) of the group's records in __consumer_offsets but its offsets
+    (2: the classic group, 3-8: the consumer group's), in log order."""
+    c = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "cg-records-reader", "enable.auto.commit": False}
+    )
+    try:
+        parts = c.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"].partitions
+        ends = {
+            p: c.get_watermark_offsets(TopicPartition("__consumer_offsets", p), timeout=10)[1] for p in parts
+        }
+        c.assign([TopicPartition("__consumer_offsets", p, 0) for p, end in ends.items() if end > 0])
+        out: list[tuple[int, str | None, bytes | None]] = []
+        done = {p for p, end in ends.items() if end == 0}
+        deadline = time.monotonic() + 30
+        while len(done) < len(ends) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error() is not None:
+                continue
+            if (m.offset() or 0) >= ends[m.partition() or 0] - 1:
+                done.add(m.partition())
+            key = m.key()
+            if key is None or rec.record_type(key) not in rec.CONSUMER_RECORD_TYPES | {2}:
+                continue
+            if rec.record_type(key) == 2:
+                kind, gid, member = 2, str(decode_key(key).group), None
+            else:
+                kind, gid, member = rec.decode_consumer_key(key)
+            if gid == group:
+                out.append((kind, member, m.value()))
+        assert len(done) == len(ends), "__consumer_offsets not read to its end"
+        return out
+    finally:
+        c.close()
+
+
+def reencoded(kind: int, value: bytes) -> bytes:
+    """A record value decoded and encoded again by Brook's codec."""
+    if kind == 3:
+        return rec.encode_group_epoch(*rec.decode_group_epoch(value))
+    if kind == 5:
+        return rec.encode_member_metadata(rec.decode_member_metadata(value))
+    if kind == 6:
+        return rec.encode_target_epoch(*rec.decode_target_epoch(value))
+    assert kind == 7
+    return rec.encode_target_member(rec.decode_target_member(value))
+
+
+def test_group_records_in_kafkas_format(
+    peers: tuple[str, str], wires: tuple[Wire, Wire], cg_topic: str
+) -> None:
+    """A member joins, settles and leaves: both brokers write the same consumer group records to
+    __consumer_offsets (types, members, tombstones, in order), and Brook's codec reads Kafka's
+    values and writes them back byte for byte."""
+    k, b = wires
+    g = "cg-records"
+    for w in (k, b):
+        coordinated(w, g)
+        joined = w.send(HB, 1, joining(g, "m1"), normalize=False)
+        assert isinstance(joined, dict) and joined["error_code"] == 0, joined
+        owned = joined["assignment"]["topic_partitions"]  # the broker's own topic id
+        for epoch in (joined["member_epoch"], -1):  # it owns its partitions, then leaves
+            answer = w.send(HB, 1, heartbeat(g, "m1", epoch, topic_partitions=owned), normalize=False)
+            assert isinstance(answer, dict) and answer["error_code"] == 0, answer
+    kafka, brook = (group_records(bootstrap, g) for bootstrap in peers)
+    shape = [[(kind, member, value is None) for kind, member, value in records] for records in (kafka, brook)]
+    assert shape[0] == shape[1], f"Kafka wrote {shape[0]}, Brook {shape[1]}"
+    # The leave: the member's tombstones, the next group epoch, its (empty) target assignment.
+    left = [(8, "m1", True), (7, "m1", True), (5, "m1", True), (3, None, False), (6, None, False)]
+    assert shape[1][-5:] == left
+    for kind, _, value in kafka:
+        if value is None:
+            continue
+        if kind == 8:
+            # Kafka 4.4 adds each partition's assignment epoch (a tagged field Brook neither keeps
+            # nor writes): the rest must read the same.
+            v = rec.decode_current_assignment(value)
+            assert rec.decode_current_assignment(rec.encode_current_assignment(v)) == v
+            assert v.member_epoch > 0 and v.assigned
+        else:
+            assert reencoded(kind, value) == value, f"type {kind}: {value.hex()}"
+
+
+def test_offline_migration_and_delete(
+    peers: tuple[str, str], wires: tuple[Wire, Wire], cg_topic: str
+) -> None:
+    """An empty classic group becomes a consumer group when a consumer-protocol member joins, and
+    back when a classic member joins the emptied group (Kafka's offline upgrade and downgrade); an
+    empty consumer group is deleted. Same answers, and the same records, on both brokers."""
+    k, b = wires
+    g = "cg-migrate"
+    for w in (k, b):
+        coordinated(w, g)
+    ignore = ["topic_id", "heartbeat_interval_ms"]
+    types = {"states_filter": [], "types_filter": []}
+
+    def listed() -> dict[str, Any]:
+        answers = [w.send(ApiKey.LIST_GROUPS, 5, types) for w in (k, b)]
+        mine = [[x for x in a["groups"] if x["group_id"] == g] for a in answers if isinstance(a, dict)]
+        assert mine[0] == mine[1], f"Kafka lists {mine[0]}, Brook {mine[1]}"
+        return mine[0][0] if mine[0] else {}
+
+    agree(k, b, ApiKey.JOIN_GROUP, 7, join(g))  # MEMBER_ID_REQUIRED: an empty classic group
+    assert listed()["group_type"] == "classic"
+    agree(k, b, HB, 1, joining(g, "m1"), ignore=ignore)  # upgraded
+    assert listed()["group_type"] == "consumer"
+    agree(k, b, ApiKey.DELETE_GROUPS, 2, {"groups_names": [g]})  # NON_EMPTY_GROUP
+    agree(k, b, HB, 1, heartbeat(g, "m1", -1), ignore=ignore)
+    agree(k, b, ApiKey.JOIN_GROUP, 7, join(g))  # MEMBER_ID_REQUIRED, to a downgraded group
+    assert listed()["group_type"] == "classic"
+    agree(k, b, HB, 1, joining(g, "m2"), ignore=ignore)  # and up again
+    agree(k, b, HB, 1, heartbeat(g, "m2", -1), ignore=ignore)
+    deleted = agree(k, b, ApiKey.DELETE_GROUPS, 2, {"groups_names": [g]})
+    assert deleted["results"][0]["error_code"] == "NONE(0)"
+    gone = agree(k, b, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": [g]})
+    assert gone["groups"][0]["error_code"] == "GROUP_ID_NOT_FOUND(69)"
+    assert listed() == {}
+    kafka, brook = (group_records(bootstrap, g) for bootstrap in peers)
+    shape = [[(kind, member, value is None) for kind, member, value in records] for records in (kafka, brook)]
+    assert shape[0] == shape[1], f"Kafka wrote {shape[0]}, Brook {shape[1]}"
+
+
+def test_a_live_group_refuses_the_other_protocol(wires: tuple[Wire, Wire], cg_topic: str) -> None:
+    """A group with members keeps its protocol: a consumer-protocol member cannot join a live classic
+    group of another protocol type (GROUP_ID_NOT_FOUND), nor such a classic member a live consumer
+    group (INCONSISTENT_GROUP_PROTOCOL)."""
+    k, b = wires
+    classic, consumer = "cg-live-classic", "cg-live-consumer"
+    connect = {"protocol_type": "connect", "protocols": [{"name": "sessioned", "metadata": b"\x00"}]}
+    for w in (k, b):
+        coordinated(w, classic)
+        coordinated(w, consumer)
+        first = w.send(ApiKey.JOIN_GROUP, 7, {**join(classic), **connect}, normalize=False)
+        assert isinstance(first, dict)
+        again = w.send(ApiKey.JOIN_GROUP, 7, {**join(classic, first["member_id"]), **connect})
+        assert isinstance(again, dict) and again["error_code"] == "NONE(0)", again
+    ignore = ["topic_id", "heartbeat_interval_ms"]
+    refused = agree(k, b, HB, 1, joining(classic, "m1"), ignore=ignore)
+    assert refused["error_code"] == "GROUP_ID_NOT_FOUND(69)"
+    agree(k, b, HB, 1, joining(consumer, "m1"), ignore=ignore)
+    refused = agree(k, b, ApiKey.JOIN_GROUP, 7, {**join(consumer), **connect})
+    assert refused["error_code"] == "INCONSISTENT_GROUP_PROTOCOL(23)"

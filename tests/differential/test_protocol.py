@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import socket
+import struct
 from typing import Any
 
 import pytest
 
+from brook.protocol.frames import request_frame
 from brook.protocol.messages import encode_request
+from brook.protocol.primitives import Reader
 from brook.protocol.versions import ApiKey
 from tests.support.differential import CLOSED, Wire, agree, differences
 
@@ -123,3 +127,44 @@ def test_malformed_bodies(peers: tuple[str, str], case: str) -> None:
         return
     assert not differences(*answers)
     assert answers[0] == CLOSED, answers
+
+
+def features(w: Wire, version: int) -> dict[int, dict[str, tuple[int, int]] | int]:
+    """ApiVersions' tag section, from the raw answer: 0 the supported features, 1 the finalized
+    features' epoch, 2 the finalized features (name -> (min, max))."""
+    body = encode_request(
+        ApiKey.API_VERSIONS, version, {"client_software_name": "t", "client_software_version": "1"}
+    )
+    w.sock.sendall(request_frame(ApiKey.API_VERSIONS, version, 99, "differential", body))
+    size = struct.unpack(">i", w.sock.recv(4, socket.MSG_WAITALL))[0]
+    r = Reader(memoryview(w.sock.recv(size, socket.MSG_WAITALL)), 4)  # past the correlation id
+    assert r.int16() == 0
+    for _ in range(r.compact_array_len()):
+        r.int16(), r.int16(), r.int16(), r.skip_tagged_fields()
+    r.int32()
+    out: dict[int, dict[str, tuple[int, int]] | int] = {}
+    for tag, data in r.tagged_fields():
+        t = Reader(data)
+        if tag == 1:
+            out[tag] = t.int64()
+            continue
+        found = {}
+        for _ in range(t.compact_array_len()):
+            name, lo, hi = t.compact_string(), t.int16(), t.int16()
+            t.skip_tagged_fields()
+            found[name] = (lo, hi)
+        out[tag] = found
+    return out
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_group_version_feature(wires: tuple[Wire, Wire], version: int) -> None:
+    """group.version, the consumer group protocol's feature: finalized at 1, and supported from 0 to
+    1 (named from v4 only: below, Kafka leaves out features whose lowest version is 0, KIP-1022)."""
+    kafka, brook = (features(w, version) for w in wires)
+    for tag in (0, 2):
+        k, b = kafka[tag], brook[tag]
+        assert isinstance(k, dict) and isinstance(b, dict)
+        assert k.get("group.version") == b.get("group.version"), (tag, k, b)
+    assert brook[2] == {"group.version": (1, 1)}
+    assert isinstance(brook[1], int) and brook[1] >= 0

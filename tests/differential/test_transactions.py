@@ -154,24 +154,20 @@ def test_fenced_producer(wires: tuple[Wire, Wire], txn_topic: str) -> None:
     assert all(old[w][1] + 1 == t.ids[w][1] for w in (k, b))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not yet in Brook: KIP-890's verification (Kafka 4.4 refuses transactional records to a partition "
-    "the transaction has not added with INVALID_TXN_STATE; Brook appends them). docs/compatibility.md",
-)
 def test_transactional_produce_outside_a_transaction(wires: tuple[Wire, Wire], txn_topic: str) -> None:
-    """Transactional records to a partition the transaction has not added."""
+    """Transactional records to a partition the transaction has not added (KIP-890's verification),
+    then once it has."""
     from tests.support.records import batch
 
     k, b = wires
     t = Pair(k, b, "t-stray")
-    t.both(
-        ApiKey.PRODUCE,
-        9,
-        lambda pid, e: produce(
-            "t-topic",
-            batch([b"x"], producer_id=pid, producer_epoch=e, base_sequence=0, transactional=True),
-            txn="t-stray",
-        ),
-    )
+
+    def stray(pid: int, epoch: int) -> dict[str, Any]:
+        records = batch([b"x"], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+        return produce("t-topic", records, txn="t-stray")
+
+    t.both(ApiKey.PRODUCE, 9, stray)
+    t.both(ApiKey.PRODUCE, 11, stray)  # Produce v11+ clients know TRANSACTION_ABORTABLE
     agree(k, b, ApiKey.PRODUCE, 9, produce("t-topic", RECORDS, txn="t-stray"))  # non-transactional batch
+    t.both(ApiKey.ADD_PARTITIONS_TO_TXN, 3, lambda pid, e: t.add_partitions(pid, e, [0]))
+    t.both(ApiKey.PRODUCE, 9, stray)  # added now: it goes in

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, Producer
 
+from tests.support.broker import BrokerProcess
 from tests.support.checker import Workload
 from tests.support.cluster import Cluster, eventually, running
 from tests.support.diskfault import DiskFaults
@@ -60,3 +62,33 @@ def test_disk_errors_move_leadership_and_lose_no_acknowledged_record(
     assert "is offline" in logs and "EIO" in logs and "ENOSPC" in logs
     assert "read of" in logs  # a failed read takes the directory offline too
     assert "OSError" not in logs  # ... rather than failing a request and closing its connection
+
+
+def test_a_disk_error_while_a_large_fetch_is_sent_takes_the_directory_offline(tmp_path: Path) -> None:
+    """Fetches of 64 KiB and more go out with sendfile, after the log's guards: EIO there (the shim
+    fails sendfile and the pread fallback) must take the directory offline as a guarded read does,
+    not only close the connection, so the partition answers KAFKA_STORAGE_ERROR (and in a cluster
+    leadership moves) instead of failing every fetch that reaches the bad sectors."""
+    disk = DiskFaults(tmp_path / "disk.ctl", tmp_path / "data")
+    broker = BrokerProcess(tmp_path / "data", args=PROBE_ARGS, env=disk.env()).start()
+    try:
+        p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+        for i in range(20):
+            p.produce("big", b"x" * 100_000, key=b"%d" % i)
+        assert p.flush(30) == 0
+        disk.set(read="EIO")
+        c = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "g", "auto.offset.reset": "earliest"}
+        )
+        c.subscribe(["big"])
+        try:
+            deadline = time.monotonic() + 20
+            while "is offline" not in broker.log_text() and time.monotonic() < deadline:
+                c.poll(0.5)
+        finally:
+            c.close()
+        logs = broker.log_text()
+        assert "is offline: read of big-0" in logs, logs[-3000:]
+        assert "OSError" not in logs  # the connection ends without a traceback
+    finally:
+        broker.stop()

@@ -177,3 +177,44 @@ def test_metrics_match_what_real_clients_did(live: Live) -> None:
     finally:
         reader.close()
     wait_for("connections to close", lambda: live.value("brook_open_connections") == 0)
+
+
+@pytest.mark.timeout(120)
+def test_consumer_protocol_group_metrics(live: Live) -> None:
+    """A KIP-848 group (librdkafka's group.protocol=consumer): counted by protocol and state, its
+    rebalances counted, and its committed offsets and lag exported as a classic group's are."""
+    create_topic(live.bootstrap, TOPIC, 2)
+    produce(live.bootstrap, 0, 30, 10)
+    before = live.value("brook_consumer_group_rebalances_total", protocol="consumer")
+    c = Consumer(
+        {
+            "bootstrap.servers": live.bootstrap,
+            "group.id": "kip848-metered",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.subscribe([TOPIC])
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < 30 and time.monotonic() < deadline:
+            got += [m for m in c.consume(100, 0.5) if m.error() is None]
+        assert len(got) == 30
+        c.commit(offsets=[TopicPartition(TOPIC, 0, 20)], asynchronous=False)
+        wait_for(
+            "a Stable consumer-protocol group",
+            lambda: (
+                live.scrape().get(
+                    ("brook_consumer_groups", frozenset({"protocol": "consumer", "state": "Stable"}.items()))
+                )
+                == 1
+            ),
+        )
+        assert live.value("brook_consumer_group_rebalances_total", protocol="consumer") > before
+        assert (
+            live.value("brook_consumer_group_lag", group="kip848-metered", topic=TOPIC, partition="0") == 10
+        )
+    finally:
+        c.close()

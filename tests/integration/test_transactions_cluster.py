@@ -16,11 +16,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from brook.protocol.errors import ErrorCode
 from brook.protocol.primitives import java_string_hash
+from brook.protocol.versions import ApiKey
 from tests.integration.test_cluster import create
 from tests.integration.test_transactions import read_all
 from tests.support.cluster import Cluster, eventually, wait_for_leaders
+from tests.support.differential import Wire
 from tests.support.raw import RawClient
+from tests.support.records import batch
 
 pytestmark = pytest.mark.slow
 
@@ -156,3 +160,66 @@ def test_coordinator_kill_9_during_and_after_commit(cluster: Cluster) -> None:
         60,
         "the commit finished by the new coordinator, for read_committed",
     )
+
+
+def test_a_leader_asks_the_coordinator_elsewhere_before_a_batch_opens_a_transaction(
+    cluster: Cluster,
+) -> None:
+    """KIP-890 across brokers: before a producer's first transactional batch opens a transaction on a
+    partition, its leader asks the producer's transaction coordinator, here on another broker
+    (AddPartitionsToTxn v4, verify only). A batch for a partition the transaction has not added is
+    refused (INVALID_TXN_STATE to Produce v9), so it cannot open a transaction no coordinator will end;
+    once the producer adds the partition, the same batch goes in."""
+    txn = "t-verify"
+    coord = coordinator(cluster, txn)
+    other = next(n for n in range(3) if n != coord)
+    create_on(cluster, "verify.data", other)
+
+    def init() -> tuple[int, int] | None:
+        with Wire(cluster.broker(coord).bootstrap) as w:
+            r = w.send(
+                ApiKey.INIT_PRODUCER_ID,
+                4,
+                {
+                    "transactional_id": txn,
+                    "transaction_timeout_ms": 60_000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+                normalize=False,
+            )
+        assert isinstance(r, dict)
+        return (r["producer_id"], r["producer_epoch"]) if r["error_code"] == 0 else None
+
+    pid, epoch = eventually(init, 60, "an initialized transactional producer")
+    records = batch([b"x"], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+    request = {
+        "transactional_id": txn,
+        "acks": -1,
+        "timeout_ms": 5000,
+        "topic_data": [{"name": "verify.data", "partition_data": [{"index": 0, "records": records}]}],
+    }
+
+    def produce() -> int:
+        with Wire(cluster.broker(other).bootstrap) as w:
+            r = w.send(ApiKey.PRODUCE, 9, request, normalize=False)
+        assert isinstance(r, dict)
+        code: int = r["responses"][0]["partition_responses"][0]["error_code"]
+        return code
+
+    assert produce() == ErrorCode.INVALID_TXN_STATE
+    with Wire(cluster.broker(coord).bootstrap) as w:
+        added = w.send(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            3,
+            {
+                "v3_and_below_transactional_id": txn,
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": "verify.data", "partitions": [0]}],
+            },
+            normalize=False,
+        )
+    assert isinstance(added, dict)
+    assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
+    assert produce() == ErrorCode.NONE

@@ -1,12 +1,20 @@
 """Apache Kafka's Java consumer 4.4 with the consumer group protocol (KIP-848, `group.protocol=consumer`)
-against a Brook broker: two members split a topic, consume every record once, commit, and the group
-describes as a consumer group."""
+against Brook: two members split a topic, consume every record once, commit, and the group describes
+as a consumer group; in a cluster, they go on across a kill -9 of the group's coordinator."""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 
+from tests.integration.test_cluster import create as create_replicated
+from tests.integration.test_consumer_protocol_failover import ARGS as FAILOVER_ARGS
+from tests.integration.test_consumer_protocol_failover import GROUP, coordinator, described
 from tests.support.broker import BrokerProcess
+from tests.support.cluster import Cluster
 from tests.support.jvm import JavaClients
 
 from .test_java_consumer import consumer, poll_until, produce
@@ -48,3 +56,48 @@ def test_two_members_split_consume_and_commit(jbroker: BrokerProcess, java: Java
     assert sum(offsets.values()) == 120, offsets
     java.call("close", name="c2")
     poll_until(java, ["c1"], lambda: len(java.call("assignment", name="c1")) == 6)
+
+
+def test_members_go_on_after_a_coordinator_kill_9(tmp_path: Path, java: JavaClients) -> None:
+    """Java consumers of one group in a 3-broker cluster: the group's coordinator is killed with
+    SIGKILL; the broker that takes over replays the group from __consumer_offsets, so the members
+    keep their epochs and partitions (none lost) and no committed record is read again."""
+    c = Cluster(tmp_path / "cluster", extra_args=FAILOVER_ARGS).start()
+    try:
+        topic = "kip848-failover"
+        create_replicated(c, topic, 6, 3, {"min.insync.replicas": "2"})
+        produce(java, c.bootstrap, topic, 300)
+        for name in ("c1", "c2"):
+            consumer(java, name, c.bootstrap, GROUP, **{"group.protocol": "consumer"})
+            java.call("subscribe", name=name, topics=[topic])
+        read: list[tuple[int, int]] = []
+
+        def consume_until(done: Callable[[], bool], what: str) -> None:
+            deadline = time.monotonic() + 120
+            while not done():
+                assert time.monotonic() < deadline, f"timed out waiting for {what}; read {len(set(read))}"
+                for name in ("c1", "c2"):
+                    got = java.call("poll", name=name, count=1_000_000, timeout_ms=200)
+                    read.extend((r["partition"], r["offset"]) for r in got)
+                    java.call("commit_sync", name=name)  # what was read is committed before more is
+
+        def split() -> bool:
+            a1, a2 = java.call("assignment", name="c1"), java.call("assignment", name="c2")
+            return len(a1) == 3 and len(a2) == 3 and not set(a1) & set(a2)
+
+        consume_until(lambda: split() and len(read) >= 300, "two members with 3 partitions each")
+        before = described(c)
+        killed = coordinator(c)
+        c.broker(killed).kill()
+        produce(java, c.bootstrap, topic, 300)
+        consume_until(lambda: len(set(read)) >= 600, "every record after the kill")
+        after = described(c)
+        assert coordinator(c) != killed
+        events = [e for name in ("c1", "c2") for e in java.call("events", name=name)]
+    finally:
+        c.stop()
+    assert not [e for e in events if e["event"] == "lost"], events
+    assert after["group_epoch"] >= before["group_epoch"] >= 3, (before, after)
+    epochs = {m["member_id"]: m["member_epoch"] for m in before["members"]}
+    assert {m["member_id"]: m["member_epoch"] for m in after["members"]} == epochs, (before, after)
+    assert len(read) == len(set(read)) == 600, f"{len(read) - len(set(read))} records read twice"

@@ -3,8 +3,8 @@ its own process, so a test can stop (SIGSTOP) or kill it.
 
 Run as `python -m tests.support.consumer_member BOOTSTRAP GROUP TOPIC [INSTANCE_ID] [ASSIGNOR]`; it
 commits each record synchronously before reading the next, and prints one JSON line per assignment
-change ({"assigned": [...]}) and per record ({"rec": [partition, offset]}). It closes the consumer
-(leaving the group) on SIGTERM.
+change ({"assigned": [...]}), per partition lost without a revocation (fenced: {"lost": [...]}) and
+per record ({"rec": [partition, offset]}). It closes the consumer (leaving the group) on SIGTERM.
 """
 
 from __future__ import annotations
@@ -40,6 +40,10 @@ def main() -> None:
         owned.difference_update(p.partition for p in parts)
         say({"assigned": sorted(owned)})
 
+    def on_lost(c: Any, parts: list[Any]) -> None:
+        say({"lost": sorted(p.partition for p in parts)})
+        on_revoke(c, parts)
+
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
@@ -55,7 +59,7 @@ def main() -> None:
     if assignor:
         conf["group.remote.assignor"] = assignor
     c = Consumer(conf)
-    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
+    c.subscribe([topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
     while not stop.is_set():
         m = c.poll(0.1)
         if m is not None and m.error() is None:
@@ -67,18 +71,29 @@ def main() -> None:
 
 def commit(c: Any, m: Any) -> None:
     """Commit synchronously; a commit racing the heartbeat that moved the member's epoch fails with
-    STALE_MEMBER_EPOCH and is retried with the new epoch, as Kafka's own consumer does."""
+    STALE_MEMBER_EPOCH and is retried with the new epoch, and one that meets a coordinator going
+    away is retried until the next one answers, as Kafka's own consumer's commitSync does."""
     from confluent_kafka import KafkaError, KafkaException
 
-    for _ in range(100):
+    again = {
+        KafkaError.STALE_MEMBER_EPOCH,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TRANSPORT,
+        KafkaError._TIMED_OUT,
+        KafkaError._WAIT_COORD,
+    }
+    for _ in range(600):
         try:
             c.commit(message=m, asynchronous=False)
             return
         except KafkaException as e:
-            if e.args[0].code() != KafkaError.STALE_MEMBER_EPOCH:
+            if e.args[0].code() not in again:
                 raise
             time.sleep(0.05)
-    raise RuntimeError("the commit stayed stale")
+    raise RuntimeError("the commit kept failing")
 
 
 class ConsumerMember:
@@ -89,6 +104,7 @@ class ConsumerMember:
     ) -> None:
         self.assigned: set[int] = set()
         self.records: list[tuple[int, int]] = []
+        self.lost: list[list[int]] = []
         self.closed = False
         self.proc = subprocess.Popen(
             [
@@ -114,6 +130,8 @@ class ConsumerMember:
             msg = json.loads(line)
             if "assigned" in msg:
                 self.assigned = set(msg["assigned"])
+            elif "lost" in msg:
+                self.lost.append(msg["lost"])
             elif "rec" in msg:
                 p, o = msg["rec"]
                 self.records.append((p, o))

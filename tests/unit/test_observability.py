@@ -76,6 +76,12 @@ class FakeView:
     def group_offsets(self) -> Iterable[tuple[str, str, int, int]]:
         return self.offsets
 
+    def groups(self) -> Iterable[tuple[str, str, int]]:
+        return [("classic", "Stable", len({o.group for o in self.offsets}))]
+
+    def group_rebalances(self) -> Iterable[tuple[str, int]]:
+        return [("classic", 1), ("consumer", 0)]
+
     def open_connections(self) -> int:
         return self.connections
 
@@ -399,7 +405,8 @@ def test_label_cardinality_is_bounded_by_topics_apis_and_partitions() -> None:
     assert len(series(s, "brook_log_end_offset")) == 12
     assert len(series(s, "brook_consumer_group_lag")) == 8
     # Only these label names exist: no broker label, no per-record or per-client labels.
-    allowed = {"topic", "partition", "group", "api", "error", "le", "broker"}
+    # (protocol and state: a group's, two protocols with at most five states each)
+    allowed = {"topic", "partition", "group", "api", "error", "le", "broker", "protocol", "state"}
     assert {name for _, labels in s for name, _ in labels} <= allowed
     assert {n for (n, labels) in s if "broker" in dict(labels)} == {"brook_broker_info"}
 

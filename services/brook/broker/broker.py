@@ -36,6 +36,7 @@ from .share_state import SHARE_STATE_TOPIC, ShareStateTopic, share_settings, sha
 from .single_node import SingleNodeMetadata
 from .topics import MetadataStore, TopicMeta, assignment_error
 from .txn_markers import TxnMarkerWriter
+from .txn_verification import TxnVerifier
 
 
 class Broker:
@@ -63,6 +64,7 @@ class Broker:
             state_topic.topic_partitions,
             lambda group_id: share_timings(self.entity_configs("group", group_id)),
         )
+        self.txn_verifier = TxnVerifier(self)  # KIP-890, for the partitions this broker leads
         self.log_dir_failure = LogDirFailureHandler(self)
         self.authorizer = Authorizer(settings.authorizer)
         self.quotas = ClientQuotas(settings.quotas)
@@ -228,5 +230,6 @@ class Broker:
         await self.transactions.stop()
         await self.share.stop()
         self._share_state.close()
+        self.txn_verifier.close()
         await self.groups.stop()
         await self.replicas.stop()

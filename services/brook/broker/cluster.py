@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from brook.metadata import (
@@ -45,8 +43,8 @@ from brook.metadata import (
     TopicChanged,
     TopicCreated,
     TopicDeleted,
-    TopicExistsError,
     TopicRecord,
+    ViewMarked,
 )
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.replication.fetchers import ReplicaFetchers
@@ -54,26 +52,22 @@ from brook.replication.isr import due_isr_changes
 from brook.replication.replica import LeaderAndIsr
 from brook.tasks import cancel_and_wait
 
+from .cluster_admin import ClusterAdmin, topic_meta
 from .cluster_metadata import BrokerHost, LiveBroker
 from .controller import Controller
 from .inter_broker import peer_security
 from .partition import Partition, PartitionRole, now_ms
-from .placement import ClusterPlacement
-from .topics import TopicMeta
+from .view_freshness import MARK_INTERVAL_S, ViewFreshness, ViewMarker
 
 log = logging.getLogger(__name__)
 
 _ISR_CHECK_S = 0.25
-_PID_BLOCK = 1000
 _OPEN_AT_ONCE = 64  # new logs opened between two turns of the event loop
 _FENCE_MARGIN_S = 0.1  # a leader stops this long before its lease may expire: the append in hand ends
+_STALL_S = 5.0  # a view mark not back through the watch after this long: the watch is stuck
 
 
-def topic_meta(rec: TopicRecord) -> TopicMeta:
-    return TopicMeta(rec.name, rec.topic_id, rec.partitions, rec.replication_factor, dict(rec.configs))
-
-
-class ClusterNode:
+class ClusterNode(ClusterAdmin):
     def __init__(self, broker: BrokerHost) -> None:
         self.broker = broker
         self.settings = broker.settings
@@ -126,6 +120,8 @@ class ClusterNode:
             peer_security(self.settings),
         )
         self._controller: Controller | None = None
+        self.view = ViewFreshness(self.settings.lease_ttl_s + MARK_INTERVAL_S, _STALL_S)
+        self._watch_task: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._pids: list[int] = []  # the rest of this broker's producer-id block
         self._stopping = False
@@ -133,23 +129,29 @@ class ClusterNode:
 
     def lead_until(self) -> float:
         """Until when this broker may act as a leader (brook.broker.leader_fence): while its lease
-        surely lives, and only once its view has caught up with its registration: a broker back
-        from a partition still believes in the leaderships the controller moved meanwhile."""
+        surely lives and its view is proven current (brook.broker.view_freshness), and only once the
+        view has caught up with its registration: a broker back from a partition still believes in
+        the leaderships the controller moved meanwhile."""
         if self.revision < self.registry.broker.epoch:
             return 0.0
-        return self.registry.registered_until() - _FENCE_MARGIN_S
+        return min(self.registry.registered_until(), self.view.valid_until()) - _FENCE_MARGIN_S
 
     # -- lifecycle ---------------------------------------------------------------------------------
     async def start(self) -> None:
         self.settings.data_dir.mkdir(parents=True, exist_ok=True)
         await self.client.connect(self.store.layout.prefix)  # a key this cluster's etcd user may read
         self.cluster_id = await self.store.cluster_id(self.settings.cluster_id)
+        sent = asyncio.get_running_loop().time()
         snap = await self.store.snapshot()
-        self._load(snap)
+        self._load(snap, sent)
         await self.registry.register()
         self.live[self.node_id] = self.registry.broker
         await self.election.start()
-        self._tasks.append(asyncio.create_task(self._watch(snap), name=f"broker-{self.node_id}-watch"))
+        self._start_watch(snap)
+        marker = ViewMarker(
+            self.node_id, self.store, self.registry, lambda: self.revision, self._restart_watch, self.view
+        )
+        self._tasks.append(asyncio.create_task(marker.run(), name=f"broker-{self.node_id}-view-marks"))
         self._tasks.append(asyncio.create_task(self._isr_loop(), name=f"broker-{self.node_id}-isr"))
         log.info(
             "broker %d joined cluster %s (%d brokers live)", self.node_id, self.cluster_id, len(self.live)
@@ -169,6 +171,7 @@ class ClusterNode:
         if self._controller is not None:
             await self._controller.stop()
         await cancel_and_wait(*self._tasks)
+        await cancel_and_wait(self._watch_task)
         await self._fetchers.stop()
         await self.client.close()
 
@@ -190,6 +193,17 @@ class ClusterNode:
             await self.registry.register()
         self.live[self.node_id] = self.registry.broker
         await self.election.start()
+        # Roles from a view that has caught up with the registration: leaderships moved while the
+        # directory was offline are not taken up again (the fence would refuse appends, but a group
+        # coordinator would load meanwhile).
+        try:
+            await self.wait_revision(self.registry.broker.epoch, timeout=2 * self.settings.lease_ttl_s)
+        except TimeoutError:
+            log.warning(
+                "broker %d: its view lags its registration; re-reading the cluster state", self.node_id
+            )
+            await self._restart_watch()  # applies every topic
+            return
         for rec in list(self.topics.values()):
             self._apply_topic(rec)
 
@@ -233,139 +247,11 @@ class ClusterNode:
         leader = st.leader if st.leader in self.live else NO_LEADER
         return LeaderAndIsr(leader, st.leader_epoch, replicas, list(st.isr))
 
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-        """Until the view (fed by the watch) satisfies `predicate`."""
-        async with self._changed, asyncio.timeout(timeout):
-            await self._changed.wait_for(predicate)
-
-    async def wait_revision(self, revision: int, timeout: float = 10.0) -> None:
-        """Until the view has seen a write made at `revision` (its first event at least)."""
-        await self.wait_until(lambda: self.revision >= revision, timeout)
-
-    # -- admin -------------------------------------------------------------------------------------
-    async def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        replication_factor: int,
-        configs: Mapping[str, str | None],
-        validate_only: bool,
-        manual: list[list[int]] | None = None,
-    ) -> TopicMeta:
-        n, rf = self.broker.replicas.validate_new_topic(
-            name, partitions, replication_factor, configs, brokers=len(self.live)
-        )
-        assignment = self._placement().new_topic(name, n, rf, manual)
-        rec = TopicRecord.new(name, assignment, {k: v for k, v in configs.items() if v is not None})
-        if validate_only:
-            return topic_meta(rec)
-        live = list(self.live)
-        states = {i: PartitionState.initial(reps, live) for i, reps in enumerate(rec.assignment)}
-        try:
-            created = await self.store.create_topic(rec, initial_states=states)
-        except TopicExistsError:
-            raise KafkaError(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic '{name}' already exists") from None
-        except EtcdUnavailableError as e:
-            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
-        # A transaction's events arrive one by one: wait for the partition states, not just the topic.
-        await self.wait_until(lambda: all((name, i) in self.states for i in range(n)))
-        log.info("created topic %s: %d partitions, replication factor %d", name, n, rf)
-        return topic_meta(created)
-
-    async def delete_topic(self, name: str) -> TopicMeta:
-        rec = self.topics.get(name)
-        if rec is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-        await self.store.delete_topic(name)
-        await self.wait_until(lambda: name not in self.topics)
-        return topic_meta(rec)
-
-    async def add_partitions(
-        self, name: str, count: int, validate_only: bool, manual: list[list[int]] | None = None
-    ) -> None:
-        self.broker.replicas.check_new_partition_count(name, count)
-        rec = self.topics[name]
-        extra = self._placement().new_partitions(rec, count, manual)
-        if validate_only:
-            return
-        updated = replace(rec, assignment=rec.assignment + tuple(tuple(r) for r in extra))
-        try:
-            await self.store.update_topic(updated)
-        except ConflictError:
-            raise KafkaError(
-                ErrorCode.CONCURRENT_TRANSACTIONS, f"topic '{name}' changed meanwhile; retry"
-            ) from None
-        # The controller writes the new partitions' first states.
-        await self.wait_until(lambda: all((name, i) in self.states for i in range(count)))
-
-    async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
-        rec = self.topics.get(name)
-        if rec is None:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
-        try:
-            written = await self.store.update_topic(replace(rec, configs=dict(configs)))
-        except ConflictError:
-            raise KafkaError(
-                ErrorCode.CONCURRENT_TRANSACTIONS, f"topic '{name}' changed meanwhile; retry"
-            ) from None
-        await self.wait_revision(written.version)
-
-    async def set_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> None:
-        try:
-            revision = await self.store.put_entity_configs(kind, name, configs)
-        except EtcdUnavailableError as e:
-            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
-        await self.wait_revision(revision)
-
-    async def set_scram_credentials(self, user: str, credentials: Mapping[str, ScramCredential]) -> None:
-        try:
-            revision = await self.store.put_scram(user, credentials)
-        except EtcdUnavailableError as e:
-            raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
-        await self.wait_revision(revision)
-
-    async def update_acls(
-        self, keys: list[AclKey], change: Callable[[dict[AclKey, list[dict[str, Any]]]], None]
-    ) -> None:
-        """Edit the ACLs of `keys` with `change`, applied to what etcd holds (again if they moved)."""
-        for _ in range(20):
-            try:
-                revision = await self.store.update_acls(change, keys)
-            except ConflictError:
-                continue
-            except EtcdUnavailableError as e:
-                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
-            if revision:
-                await self.wait_revision(revision)
-            return
-        raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "the ACLs kept changing meanwhile; retry")
-
-    async def allocate_producer_id(self) -> int:
-        if not self._pids:
-            block = await self.store.allocate_producer_id_block(_PID_BLOCK)
-            self._pids = list(range(block.last, block.first - 1, -1))
-        return self._pids.pop()
-
-    async def reassign(self, topic: str, partition: int, target: list[int] | None) -> None:
-        """Start (or, with None, cancel) moving a partition to `target` replicas."""
-        rec = self.topics.get(topic)
-        if rec is None or not 0 <= partition < rec.partitions:
-            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} does not exist")
-        if target is None:
-            if (topic, partition) not in self.reassignments:
-                raise KafkaError(
-                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"{topic}-{partition} is not being moved"
-                )
-            await self.store.delete_reassignment(topic, partition)
-            return
-        self._placement().check_reassignment(rec, partition, target)
-        await self.store.put_reassignment(topic, partition, target)
-
-    def _placement(self) -> ClusterPlacement:
-        return ClusterPlacement(self.live, self.topics, self.reassignments)
-
     # -- the view ----------------------------------------------------------------------------------
-    def _load(self, snap: MetadataSnapshot) -> None:
+    def _load(self, snap: MetadataSnapshot, sent_at: float) -> None:
+        """Take the whole view from a snapshot read sent at loop time `sent_at`."""
+        for gone in [name for name in self.topics if name not in snap.topics]:  # deleted meanwhile
+            self._remove_topic(gone)
         self.live = dict(snap.brokers)
         self.controller = snap.controller
         self.topics = dict(snap.topics)
@@ -377,17 +263,35 @@ class ClusterNode:
         self.broker.acls_changed()
         self.broker.quotas_changed()
         self.revision = snap.revision
+        self.view.caught_up(snap.revision, sent_at)
         self.broker.apply_broker_configs()
         for rec in self.topics.values():
             self._apply_topic(rec)
         if self._controller is not None:
             self._controller.poke()
 
-    async def _watch(self, snap: MetadataSnapshot) -> None:
+    def _start_watch(self, snap: MetadataSnapshot | None) -> None:
+        self._watch_task = asyncio.create_task(self._watch(snap), name=f"broker-{self.node_id}-watch")
+
+    async def _restart_watch(self) -> None:
+        """Drop the watch (it may be stuck) and start afresh: the snapshot, then a new watch."""
+        await cancel_and_wait(self._watch_task)
+        self._start_watch(None)
+
+    async def _watch(self, snap: MetadataSnapshot | None) -> None:
+        """Apply every change after `snap` (None: read the cluster state first), in order."""
         while True:
             try:
+                if snap is None:
+                    sent = asyncio.get_running_loop().time()
+                    snap = await self.store.snapshot()
+                    self._load(snap, sent)
                 async with self.store.watch(snap) as events:
                     async for ev in events:
+                        if isinstance(ev, ViewMarked):  # proves the view, changes nothing in it
+                            if ev.broker_id == self.node_id:
+                                self.view.seen(ev.revision)
+                            continue
                         if isinstance(ev, TopicCreated | TopicChanged):
                             self.topics[ev.topic.name] = ev.topic
                             await self._apply_topic_stepwise(ev.topic)
@@ -403,8 +307,7 @@ class ClusterNode:
             except Exception:
                 log.exception("metadata watch failed; re-reading the cluster state")
                 await asyncio.sleep(1.0)
-                snap = await self.store.snapshot()
-                self._load(snap)
+            snap = None
 
     def _apply_event(self, ev: MetadataEvent) -> None:
         if isinstance(ev, BrokerJoined):
@@ -418,12 +321,7 @@ class ClusterNode:
         elif isinstance(ev, ControllerChanged):
             self.controller = ev.controller
         elif isinstance(ev, TopicDeleted):
-            self.topics.pop(ev.name, None)
-            for key in [k for k in self.states if k[0] == ev.name]:
-                del self.states[key]
-            for p in [p for p in self.broker.replicas.partitions() if p.topic == ev.name]:
-                self._unfollow(p)
-            self.broker.replicas.remove_topic(ev.name)
+            self._remove_topic(ev.name)
         elif isinstance(ev, PartitionStateChanged):
             if self._set_state(ev.topic, ev.partition, ev.state):
                 self._apply_role(ev.topic, ev.partition)
@@ -454,6 +352,14 @@ class ClusterNode:
                 self.reassignments.pop((ev.topic, ev.partition), None)
             else:
                 self.reassignments[(ev.topic, ev.partition)] = ev.reassignment
+
+    def _remove_topic(self, name: str) -> None:
+        self.topics.pop(name, None)
+        for key in [k for k in self.states if k[0] == name]:
+            del self.states[key]
+        for p in [p for p in self.broker.replicas.partitions() if p.topic == name]:
+            self._unfollow(p)
+        self.broker.replicas.remove_topic(name)
 
     def _set_state(self, topic: str, index: int, st: PartitionState) -> bool:
         """Keep the newest state (etcd versions only grow): our own write may come back after the watch

@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 _RECONCILE_S = 0.5
 _WALK_S = 10.0
 _BATCH = 100
+# etcd keeps every revision until compacted: the view marks (a write per broker per second, see
+# brook.broker.view_freshness) and every ISR change would grow its database without end. The controller
+# keeps this much history, as Kubernetes' API server does (5 min); a watch further behind re-lists.
+HISTORY_S = 300.0
 
 
 class ClusterView(Protocol):
@@ -57,6 +61,8 @@ class ClusterView(Protocol):
     def reassignments(self) -> dict[tuple[str, int], Reassignment]: ...
     @property
     def topic_defaults(self) -> dict[str, str]: ...
+    @property
+    def revision(self) -> int: ...
 
 
 class Controller:
@@ -68,13 +74,30 @@ class Controller:
         self._balanced_at = 0.0  # loop time of the last preferred-leader balance check
         self._walk_due = True  # the view changed since the last walk over every partition
         self._walked_at = 0.0
+        self._compactor: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-{self.epoch}")
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name=f"controller-{self.epoch}")
+        self._compactor = loop.create_task(self._compact_history(), name=f"controller-{self.epoch}-compact")
 
     async def stop(self) -> None:
-        await cancel_and_wait(self._task)
-        self._task = None
+        await cancel_and_wait(self._task, self._compactor)
+        self._task = self._compactor = None
+
+    async def _compact_history(self, every_s: float = HISTORY_S) -> None:
+        """Every `every_s`, drop etcd's history up to the view's revision of one round before."""
+        keep_from = 0
+        while True:
+            await asyncio.sleep(every_s)
+            if keep_from:
+                try:
+                    await self.node.store.client.compact(keep_from)
+                except Exception as e:  # compacted already by another controller or an operator: fine
+                    log.debug("controller: compacting etcd's history to %d: %r", keep_from, e)
+                else:
+                    log.info("controller: compacted etcd's history up to revision %d", keep_from)
+            keep_from = self.node.revision
 
     def poke(self) -> None:
         """Something changed in the view: reconcile soon."""

@@ -67,6 +67,22 @@ class ProducerStateTable:
         self._producers: dict[int, ProducerEntry] = {}
         self._ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self._txn_start_ms: dict[int, int] = {}
+        # KIP-890: a producer whose first transactional batch here waits for its coordinator to confirm
+        # the partition is in the transaction -> the guard that confirmation must still hold at append
+        # (a marker meanwhile, ending the transaction, drops it: Kafka's VerificationGuard).
+        self._verifying: dict[int, object] = {}
+
+    def needs_verification(self, producer_id: int, epoch: int) -> bool:
+        """Whether a transactional batch of this producer would open a transaction here."""
+        entry = self._producers.get(producer_id)
+        return producer_id not in self._ongoing or entry is None or entry.epoch != epoch
+
+    def start_verification(self, producer_id: int) -> object:
+        return self._verifying.setdefault(producer_id, object())
+
+    def verified(self, producer_id: int, guard: object) -> bool:
+        """Whether the guard taken before verifying still holds (no marker of this producer since)."""
+        return self._verifying.get(producer_id) is guard
 
     def check(self, h: BatchHeader) -> CachedBatch | None:
         """Validate a batch before append. Returns the cached original when it is a duplicate."""
@@ -148,10 +164,12 @@ class ProducerStateTable:
             entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
             first = self._ongoing.pop(h.producer_id, None)
             self._txn_start_ms.pop(h.producer_id, None)
+            self._verifying.pop(h.producer_id, None)
             if first is None:
                 return None
             return CompletedTxn(h.producer_id, first, base_offset, control == CONTROL_ABORT)
         if h.is_transactional and h.producer_id not in self._ongoing:
+            self._verifying.pop(h.producer_id, None)
             self._ongoing[h.producer_id] = base_offset
             self._txn_start_ms[h.producer_id] = now_ms
         if h.base_sequence != NO_SEQUENCE:
@@ -196,6 +214,7 @@ class ProducerStateTable:
         self._txn_start_ms = started
 
     def clear(self) -> None:
+        self._verifying.clear()
         self._producers.clear()
         self._ongoing.clear()
         self._txn_start_ms.clear()

@@ -13,10 +13,9 @@ from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.versions import ApiKey
-from brook.replication.peer import PeerConnection
 from brook.replication.replica import LeaderAndIsr
 
-from .inter_broker import peer_security
+from .peer_pool import PeerPool
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
 
@@ -65,7 +64,7 @@ async def write_marker(
 class TxnMarkerWriter:
     def __init__(self, broker: MarkerHost) -> None:
         self._broker = broker
-        self._peers: dict[int, tuple[PeerConnection, asyncio.Lock]] = {}
+        self._pool = PeerPool(broker, "txn-markers")
 
     async def write_markers(
         self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int, partitions: list[Partition]
@@ -114,13 +113,10 @@ class TxnMarkerWriter:
             },
         )
         try:
-            conn, lock = self._peer(leader)
-            async with lock:
-                raw = await conn.request(ApiKey.WRITE_TXN_MARKERS, _VERSION, body)
+            raw = await self._pool.request(leader, ApiKey.WRITE_TXN_MARKERS, _VERSION, body)
             resp = messages.decode_response(ApiKey.WRITE_TXN_MARKERS, _VERSION, raw)
         except (ConnectionError, TimeoutError, OSError, KafkaError) as e:
             log.debug("WriteTxnMarkers to broker %d failed: %s", leader, e)
-            self._drop(leader)
             return dict.fromkeys(parts, ErrorCode.NETWORK_EXCEPTION)
         out: dict[Partition, ErrorCode] = dict.fromkeys(parts, ErrorCode.UNKNOWN_SERVER_ERROR)
         for m in resp.markers:
@@ -129,32 +125,8 @@ class TxnMarkerWriter:
                     out[(t.name, p.partition_index)] = ErrorCode(p.error_code)
         return out
 
-    def _peer(self, node: int) -> tuple[PeerConnection, asyncio.Lock]:
-        entry = self._peers.get(node)
-        endpoint = self._broker.endpoint(node)
-        if endpoint is None:
-            raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"broker {node} is not live")
-        if entry is None or (entry[0].host, entry[0].port) != endpoint:
-            self._drop(node)
-            security = peer_security(self._broker.settings)
-            conn = PeerConnection(
-                endpoint[0],
-                endpoint[1],
-                f"brook-txn-markers-{self._broker.node_id}",
-                ssl_context=security.ssl_context,
-                authenticate=security.authenticate,
-            )
-            entry = self._peers[node] = (conn, asyncio.Lock())
-        return entry
-
-    def _drop(self, node: int) -> None:
-        entry = self._peers.pop(node, None)
-        if entry is not None:
-            entry[0].close()
-
     def close(self) -> None:
-        for node in list(self._peers):
-            self._drop(node)
+        self._pool.close()
 
 
 async def write_local(

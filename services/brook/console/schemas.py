@@ -79,6 +79,10 @@ def _schema_body(path: Path, schema_type: str) -> dict[str, Any]:
     return {"schema": text, "schemaType": schema_type.upper()}
 
 
+def _post_schema(r: Registry, path: str, file: Path, schema_type: str) -> Any:
+    return _call(r, path, "POST", _schema_body(file, schema_type))
+
+
 def _s(subject: str) -> str:
     return quote(subject, safe="")
 
@@ -126,13 +130,8 @@ def register(
     ca: CaFile = None,
 ) -> None:
     """Register a schema under a subject (checked against the subject's compatibility level)."""
-    body = _schema_body(file, schema_type)
-    answer = _call(
-        Registry(registry, user, ca),
-        f"/subjects/{_s(subject)}/versions?normalize={str(normalize).lower()}",
-        "POST",
-        body,
-    )
+    path = f"/subjects/{_s(subject)}/versions?normalize={str(normalize).lower()}"
+    answer = _post_schema(Registry(registry, user, ca), path, file, schema_type)
     print(f"registered {subject}: id {answer['id']}")
 
 
@@ -147,13 +146,8 @@ def check(
     ca: CaFile = None,
 ) -> None:
     """Would the schema be accepted under the subject? Exit 0 if so, 1 with the reasons if not."""
-    body = _schema_body(file, schema_type)
-    answer = _call(
-        Registry(registry, user, ca),
-        f"/compatibility/subjects/{_s(subject)}/versions?verbose=true",
-        "POST",
-        body,
-    )
+    path = f"/compatibility/subjects/{_s(subject)}/versions?verbose=true"
+    answer = _post_schema(Registry(registry, user, ca), path, file, schema_type)
     if not answer["is_compatible"]:
         raise CommandError("incompatible: " + "; ".join(answer.get("messages") or []))
     print(f"compatible with {subject}")

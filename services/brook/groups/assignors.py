@@ -31,19 +31,35 @@ def assign_uniform(
         for p in range(partitions.get(t, 0))
     ]
     eligible = {tp: [m for m in members if tp[0] in subscriptions[m]] for tp in wanted}
-    # A member keeps what it had (still subscribed), up to the even share of what it may take.
-    share = {
-        m: -(-sum(1 for tp in wanted if tp[0] in subscriptions[m]) // max(1, len(members))) for m in members
+    # A member keeps what it had (still subscribed) up to the even share (rounded down) of what it
+    # may take, then one more while the remainder lasts: with the same subscriptions, a member that
+    # joins or leaves moves only its own share, never partitions between the others.
+    n = max(1, len(members))
+    floor = {m: sum(1 for tp in wanted if tp[0] in subscriptions[m]) // n for m in members}
+    extra = len(wanted) - sum(floor.values()) if members else 0
+    kept: dict[str, list[tuple[bytes, int]]] = {
+        m: [
+            (t, p)
+            for t, ps in sorted(previous.get(m, {}).items())
+            if t in subscriptions[m]
+            for p in sorted(ps)
+            if (t, p) in eligible
+        ]
+        for m in members
     }
     for m in members:
-        for t, ps in sorted(previous.get(m, {}).items()):
-            if t not in subscriptions[m]:
-                continue
-            for p in sorted(ps):
-                tp = (t, p)
-                if tp in eligible and tp not in owner and load[m] < share[m]:
-                    owner[tp] = m
-                    load[m] += 1
+        for tp in kept[m]:
+            if tp not in owner and load[m] < floor[m]:
+                owner[tp] = m
+                load[m] += 1
+    for m in members:
+        if extra <= 0:
+            break
+        more = next((tp for tp in kept[m] if tp not in owner), None)
+        if more is not None:
+            owner[more] = m
+            load[m] += 1
+            extra -= 1
     # The rest to the least loaded member that may take it, the most constrained partitions first.
     for tp in sorted((tp for tp in wanted if tp not in owner), key=lambda tp: (len(eligible[tp]), tp)):
         if eligible[tp]:

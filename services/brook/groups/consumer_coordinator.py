@@ -16,7 +16,7 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -31,6 +31,7 @@ from .consumer_group import (
     MemberState,
     reconcile,
 )
+from .consumer_store import ConsumerGroupStore, Record, metadata_hash
 from .settings import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,8 @@ __all__ = ["ConsumerGroups", "Heartbeat", "HeartbeatResult"]
 
 # topic name -> (topic id, partition count)
 TopicsView = Callable[[], Mapping[str, tuple[bytes, int]]]
+# Appends a group's records to its partition of __consumer_offsets; the error to answer with, if any.
+RecordWriter = Callable[[str, list[Record]], Awaitable[ErrorCode]]
 
 
 @dataclass(slots=True)
@@ -82,13 +85,17 @@ class ConsumerGroups:
         settings: GroupSettings,
         topics: TopicsView,
         check_coordinator: Callable[[str], None],
+        write: RecordWriter,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
         self._topics = topics
         self._check_coordinator = check_coordinator
+        self._write = write
         self._clock = clock
         self.groups: dict[str, ConsumerGroup] = {}
+        self.store = ConsumerGroupStore()
+        self.rebalances = 0  # target assignments computed, for the metrics
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -98,6 +105,49 @@ class ConsumerGroups:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
+
+    # -- persistence --------------------------------------------------------------------------------
+    async def persist(self, group_id: str, members: Iterable[str] = ()) -> ErrorCode:
+        """Write what changed in the group (`members`: those that may have, besides joins and leaves)
+        to __consumer_offsets; the error to answer with when the write failed."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE
+        records = self.store.records(group, members)
+        if not records:
+            return ErrorCode.NONE
+        code = await self._write(group_id, records)
+        if code is not ErrorCode.NONE:
+            self.store.forget(group_id)  # unknown what the log holds: the next change rewrites it all
+        return code
+
+    def loaded(self, group_ids: Iterable[str]) -> None:
+        """Groups just replayed from the log (Kafka's onLoaded): every member gets a fresh session, a
+        member revoking gets its rebalance timeout anew, and the subscribed topics are compared
+        with the hash the group wrote, so topics that changed meanwhile bump the epoch at the next
+        heartbeat."""
+        now, topics = self._clock(), self._topics()
+        for gid in group_ids:
+            group = self.groups[gid]
+            group.owners.clear()
+            for mid, m in group.members.items():
+                if m.instance_id is not None:
+                    group.static_members[m.instance_id] = mid
+                group.set_ownership(m)
+                m.session_deadline = now + self.settings.consumer_session_timeout_ms / 1000
+                if m.state is MemberState.UNREVOKED_PARTITIONS:
+                    m.rebalance_deadline = now + m.rebalance_timeout_ms / 1000
+            group.assignor = self._assignor_of(group)
+            self._resolve(group, topics, known=False)
+            metadata = self._subscription_metadata(group, topics)
+            if metadata_hash(metadata) == self.store.loaded_hash.get(gid):
+                group.subscription_metadata = metadata
+            log.info(
+                "consumer group %s loaded: group epoch %d, %d members",
+                gid,
+                group.group_epoch,
+                len(group.members),
+            )
 
     # -- the heartbeat ------------------------------------------------------------------------------
     def heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
@@ -361,11 +411,16 @@ class ConsumerGroups:
             mid: {topics[t][0] for t in self._subscribed(group, m, topics)}
             for mid, m in group.members.items()
         }
-        wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
-        group.assignor = wanted.most_common(1)[0][0] if wanted else self.settings.consumer_assignors[0]
+        group.assignor = self._assignor_of(group)
         partitions = dict(topics.values())
         group.target = ASSIGNORS[group.assignor](subscriptions, partitions, group.target)
         group.assignment_epoch = group.group_epoch
+        group.assigned_at_ms = int(time.time() * 1000)
+        self.rebalances += 1
+
+    def _assignor_of(self, group: ConsumerGroup) -> str:
+        wanted = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        return wanted.most_common(1)[0][0] if wanted else self.settings.consumer_assignors[0]
 
     def _leave(self, hb: Heartbeat) -> HeartbeatResult:
         """Kafka's consumerGroupLeave: -1 leaves; -2 (static) leaves for now, keeping the place."""
@@ -395,9 +450,12 @@ class ConsumerGroups:
         return HeartbeatResult(member_id=hb.member_id, member_epoch=hb.member_epoch)
 
     def fence(self, group: ConsumerGroup, member_id: str, why: str) -> None:
-        """Remove a member: its partitions are free for the others at the next group epoch."""
+        """Remove a member: its partitions go to the others at the next group epoch, whose target
+        assignment is computed at once (as Kafka 4.4 does after a member leaves, even the last one)."""
         if group.remove(member_id) is not None:
+            group.subscription_metadata = self._subscription_metadata(group, self._topics())
             group.group_epoch += 1
+            self._assign(group)
             log.info(
                 "consumer group %s: member %s %s (group epoch %d)",
                 group.group_id,
@@ -407,20 +465,27 @@ class ConsumerGroups:
             )
 
     # -- timeouts -----------------------------------------------------------------------------------
-    def expire(self) -> None:
+    def expire(self) -> list[str]:
+        """Fence the members past their session or rebalance timeout; the groups that changed."""
         now = self._clock()
+        changed = []
         for group in list(self.groups.values()):
+            epoch = group.group_epoch
             for member in list(group.members.values()):
                 if member.session_deadline and now > member.session_deadline:
                     self.fence(group, member.member_id, "missed its session timeout")
                 elif member.rebalance_deadline is not None and now > member.rebalance_deadline:
                     self.fence(group, member.member_id, "did not revoke its partitions in time")
+            if group.group_epoch != epoch:
+                changed.append(group.group_id)
+        return changed
 
     async def _expire_loop(self) -> None:
         while True:
             await asyncio.sleep(0.2)
             try:
-                self.expire()
+                for gid in self.expire():
+                    await self.persist(gid)
             except Exception:
                 log.exception("consumer group session expiry failed")
 
@@ -490,3 +555,4 @@ class ConsumerGroups:
         """Forget groups (their partition of the offsets topic moved away, or they were deleted)."""
         for gid in group_ids:
             self.groups.pop(gid, None)
+            self.store.forget(gid)

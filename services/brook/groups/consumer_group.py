@@ -72,6 +72,7 @@ class ConsumerGroup:
     group_id: str
     group_epoch: int = 0
     assignment_epoch: int = 0
+    assigned_at_ms: int = 0  # wall-clock time the target assignment was computed
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     target: dict[str, Assignment] = field(default_factory=dict)  # member id -> target partitions

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from brook.protocol.consumer_group_records import CONSUMER_RECORD_TYPES, record_type
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.group_records import (
     GroupKey,
@@ -36,6 +37,7 @@ from brook.protocol.txn_records import CONTROL_COMMIT
 from brook.tasks import cancel_and_wait
 
 from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
+from .consumer_store import Record
 from .group import Group, GroupState, Member
 from .membership import GroupMembership
 from .settings import OFFSETS_TOPIC, GroupSettings
@@ -79,9 +81,12 @@ class GroupCoordinator(GroupMembership):
         # TxnOffsetCommit offsets waiting for their transaction's marker: producer id -> group -> offsets
         self._pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetValue]]] = {}
         self._loaded: set[int] = set()
+        self.rebalances = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
-        self.consumer = ConsumerGroups(settings, log_.topic_partitions, self.check_coordinator)
+        self.consumer = ConsumerGroups(
+            settings, log_.topic_partitions, self.check_coordinator, self._write_records
+        )
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -134,6 +139,7 @@ class GroupCoordinator(GroupMembership):
                             self._replay(key, value)
                     except Exception as e:  # a record we cannot read must not stop the coordinator
                         log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
+        self.consumer.loaded([g for g in self.consumer.groups if self.partition_for(g) == partition])
         self._loaded.add(partition)
 
     def unload_partition(self, partition: int) -> None:
@@ -180,6 +186,9 @@ class GroupCoordinator(GroupMembership):
         return out
 
     def _replay(self, raw_key: bytes, raw_value: bytes | None) -> None:
+        if record_type(raw_key) in CONSUMER_RECORD_TYPES:
+            self.consumer.store.replay(self.consumer.groups, raw_key, raw_value)
+            return
         key = decode_key(raw_key)
         if isinstance(key, OffsetKey):
             offsets = self._offsets.setdefault(key.group, {})
@@ -230,9 +239,10 @@ class GroupCoordinator(GroupMembership):
                 raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic is not ready")
             raise KafkaError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {OFFSETS_TOPIC}-{p}")
 
-    def consumer_heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat. An empty classic group becomes a consumer group when a member of
-        the new protocol joins (Kafka's offline upgrade); a live classic group refuses it."""
+    async def consumer_heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat, answered once its records are written. An empty classic group
+        becomes a consumer group when a member of the new protocol joins (Kafka's offline upgrade:
+        the classic group's tombstone goes first); a live classic group refuses it."""
         classic = self._groups.get(hb.group_id)
         if classic is not None and hb.group_id in self._groups_here():
             if classic.members:
@@ -240,9 +250,25 @@ class GroupCoordinator(GroupMembership):
                     ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a consumer group."
                 )
             if hb.member_epoch == 0:
+                code = await self._write_records(hb.group_id, [(encode_key(GroupKey(hb.group_id)), None)])
+                if code is not ErrorCode.NONE:
+                    return HeartbeatResult(code)
                 self._cancel_timer(classic)
-                del self._groups[hb.group_id]
-        return self.consumer.heartbeat(hb)
+                self._groups.pop(hb.group_id, None)
+        result = self.consumer.heartbeat(hb)
+        code = await self.consumer.persist(hb.group_id, [result.member_id or hb.member_id])
+        return result if code is ErrorCode.NONE else HeartbeatResult(code)
+
+    async def _write_records(self, group_id: str, records: list[Record]) -> ErrorCode:
+        """Append a group's records; an error as Kafka's coordinator answers a failed write with."""
+        try:
+            await self._log.append(self.partition_for(group_id), build_batch(records, self.now_ms()))
+        except KafkaError as e:
+            log.warning("group %s: could not write its records: %s", group_id, e)
+            if e.code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_COORDINATOR):
+                return ErrorCode.NOT_COORDINATOR
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE
 
     def _groups_here(self) -> Iterator[str]:
         return (g for g in self._groups if self.partition_for(g) in self._loaded)
@@ -415,6 +441,10 @@ class GroupCoordinator(GroupMembership):
             except KafkaError as e:
                 results[gid] = e.code
                 continue
+            consumer = self.consumer.groups.get(gid)
+            if consumer is not None:
+                results[gid] = await self._delete_consumer_group(gid)
+                continue
             group = self._groups.get(gid)
             if group is None and gid not in self._offsets:
                 results[gid] = ErrorCode.GROUP_ID_NOT_FOUND
@@ -438,6 +468,20 @@ class GroupCoordinator(GroupMembership):
                 self._groups.pop(gid, None)
             results[gid] = ErrorCode.NONE
         return results
+
+    async def _delete_consumer_group(self, group_id: str) -> ErrorCode:
+        """Delete an empty consumer group: its offsets' tombstones, then the group's."""
+        group = self.consumer.groups[group_id]
+        if group.members:
+            return ErrorCode.NON_EMPTY_GROUP
+        records: list[Record] = [
+            (encode_key(OffsetKey(group_id, t, p)), None) for t, p in self._offsets.get(group_id, {})
+        ]
+        code = await self._write_records(group_id, records + self.consumer.store.tombstones(group))
+        if code is ErrorCode.NONE:
+            self._offsets.pop(group_id, None)
+            self.consumer.drop([group_id])
+        return code
 
     async def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
@@ -477,7 +521,8 @@ class GroupCoordinator(GroupMembership):
         removed = 0
         for gid, offsets in list(self._offsets.items()):
             group = self._groups.get(gid)
-            if group is not None and group.members:
+            consumer = self.consumer.groups.get(gid)
+            if (group is not None and group.members) or (consumer is not None and consumer.members):
                 continue
             since = group.state_timestamp if group is not None else -1
             old = [k for k, v in offsets.items() if max(v.commit_timestamp, since) < horizon]

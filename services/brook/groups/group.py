@@ -67,6 +67,14 @@ class Member:
                 return meta
         raise KeyError(protocol)
 
+    def fail_waiters(self, code: ErrorCode) -> None:
+        """Answer its waiting JoinGroup and SyncGroup with `code`. Their requests may be gone (the
+        client hung up): the error is marked seen, so asyncio does not log it as never retrieved."""
+        for fut in (self.join_waiter, self.sync_waiter):
+            if fut is not None and not fut.done():
+                fut.set_exception(KafkaError(code))
+                fut.exception()
+
     @property
     def awaiting_join(self) -> bool:
         return self.join_waiter is not None and not self.join_waiter.done()
@@ -125,9 +133,7 @@ class Group:
         leadership; the old one's pending JoinGroup/SyncGroup get FENCED_INSTANCE_ID. Returns the old."""
         assert member.group_instance_id is not None
         old = self.members.pop(old_id)
-        for fut in (old.join_waiter, old.sync_waiter):
-            if fut is not None and not fut.done():
-                fut.set_exception(KafkaError(ErrorCode.FENCED_INSTANCE_ID))
+        old.fail_waiters(ErrorCode.FENCED_INSTANCE_ID)
         member.assignment = old.assignment
         self.members[member.member_id] = member
         self.static_members[member.group_instance_id] = member.member_id

@@ -12,6 +12,7 @@ import uuid
 from brook.protocol.errors import ErrorCode, KafkaError
 
 from .consumer_coordinator import ConsumerGroups
+from .consumer_store import Record
 from .group import Group, GroupState, JoinResult, Member, StaticRejoin
 from .settings import GroupSettings
 
@@ -24,6 +25,7 @@ class GroupMembership:
     settings: GroupSettings
     _groups: dict[str, Group]
     consumer: ConsumerGroups
+    rebalances: int  # joins completed (a new generation), for the metrics
 
     # -- what the coordinator provides ---------------------------------------------------------------
     def now_ms(self) -> int:
@@ -41,16 +43,22 @@ class GroupMembership:
     def _persist_group(self, group: Group) -> None:
         raise NotImplementedError
 
-    def _claim_for_classic(self, group_id: str) -> ErrorCode:
+    async def _write_records(self, group_id: str, records: list[Record]) -> ErrorCode:
+        raise NotImplementedError
+
+    async def _claim_for_classic(self, group_id: str) -> ErrorCode:
         """A group id is one protocol's at a time: an empty consumer group becomes a classic one when a
-        classic member joins (Kafka's offline downgrade); a live one refuses the classic member."""
+        classic member joins (Kafka's offline downgrade: its tombstones are written first); a live one
+        refuses the classic member."""
         cg = self.consumer.groups.get(group_id)
         if cg is None:
             return ErrorCode.NONE
         if cg.members:
             return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-        self.consumer.drop([group_id])
-        return ErrorCode.NONE
+        code = await self._write_records(group_id, self.consumer.store.tombstones(cg))
+        if code is ErrorCode.NONE:
+            self.consumer.drop([group_id])
+        return code
 
     # -- membership --------------------------------------------------------------------------------
     async def join(
@@ -71,7 +79,7 @@ class GroupMembership:
             self.check_coordinator(group_id)
         except KafkaError as e:
             return JoinResult(e.code, member_id=member_id)
-        code = self._claim_for_classic(group_id)
+        code = await self._claim_for_classic(group_id)
         if code is not ErrorCode.NONE:
             return JoinResult(code, member_id=member_id)
         s = self.settings
@@ -84,6 +92,7 @@ class GroupMembership:
             if member_id:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
             group = self._groups[group_id] = Group(group_id, state_timestamp=self.now_ms())
+            self._persist_group(group)  # as Kafka: a new group's (empty) metadata is written at once
         if group.state is GroupState.DEAD:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         if not group.supports(protocol_type, protocols):
@@ -283,6 +292,7 @@ class GroupMembership:
                 self._remove_member(group, mid)
             group.pending_members.clear()
         group.generation += 1
+        self.rebalances += 1
         group.new_member_added = False
         if not group.members:
             group.protocol = None
@@ -424,9 +434,7 @@ class GroupMembership:
         m = group.members.pop(member_id)
         if m.group_instance_id is not None and group.static_members.get(m.group_instance_id) == member_id:
             del group.static_members[m.group_instance_id]
-        for fut in (m.join_waiter, m.sync_waiter):
-            if fut is not None and not fut.done():
-                fut.set_exception(KafkaError(ErrorCode.UNKNOWN_MEMBER_ID))
+        m.fail_waiters(ErrorCode.UNKNOWN_MEMBER_ID)
         if group.leader == member_id:
             group.leader = None
 
@@ -459,9 +467,7 @@ class GroupMembership:
 
     def _fail_waiters(self, group: Group, code: ErrorCode) -> None:
         for m in group.members.values():
-            for fut in (m.join_waiter, m.sync_waiter):
-                if fut is not None and not fut.done():
-                    fut.set_exception(KafkaError(code))
+            m.fail_waiters(code)
 
     def _cancel_timer(self, group: Group) -> None:
         if group.rebalance_timer is not None:

@@ -29,7 +29,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, hdr: RequestHeader) ->
     owned = None
     if req.topic_partitions is not None:
         owned = {uuid_bytes(tp.topic_id): set(tp.partitions) for tp in req.topic_partitions}
-    result = broker.groups.consumer_heartbeat(
+    result = await broker.groups.consumer_heartbeat(
         Heartbeat(
             group_id=req.group_id,
             member_id=req.member_id,

@@ -10,10 +10,16 @@ import asyncio
 
 from brook.broker.broker import Broker
 from brook.broker.partition import TIMED_OUT
-from brook.protocol.batch import check_produce_records
+from brook.broker.txn_verification import produce_error
+from brook.protocol.batch import HEADER_SIZE, check_produce_records, parse_header
 from brook.protocol.errors import ErrorCode, KafkaError, RecordValidationError
 from brook.protocol.frames import RequestHeader
-from brook.protocol.produce import PartitionProduceResult, decode_produce_request, encode_produce_response
+from brook.protocol.produce import (
+    PartitionProduceResult,
+    ProduceRequest,
+    decode_produce_request,
+    encode_produce_response,
+)
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed
@@ -44,6 +50,7 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
     txn_denied = req.transactional_id is not None and not allowed(
         broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
     )
+    refused, guards = ({}, {}) if txn_denied or bad_acks else await _verify(broker, req, version)
     for topic in req.topics:
         out: list[PartitionProduceResult] = []
         denied = (
@@ -66,6 +73,11 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                     raise KafkaError(ErrorCode.CORRUPT_MESSAGE, "records are null")
                 target = broker.replicas.partition(topic.name, part.index)
                 check_produce_records(part.records)  # Kafka's KafkaApis checks: no log start offset
+                key = (topic.name, part.index)  # verification errors carry no log start, as Kafka's
+                if key in refused:
+                    raise KafkaError(refused[key], "the transaction coordinator did not confirm it")
+                if key in guards and not target.producers.verified(*guards[key]):
+                    raise KafkaError(ErrorCode.INVALID_TXN_STATE, "the transaction ended meanwhile")
                 p = target
                 # The request's frame is its own buffer (see Connection): offsets are set in it.
                 r = p.append(part.records, req.acks, in_place=True)
@@ -96,6 +108,33 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
     if req.acks == 0:
         return None
     return encode_produce_response(version, results, throttle)
+
+
+async def _verify(
+    broker: Broker, req: ProduceRequest, version: int
+) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], tuple[int, object]]]:
+    """KIP-890 (brook.broker.txn_verification): the coordinator confirms each partition whose batch
+    would open the producer's transaction here. Returns the refused ones with their Produce error, and
+    the confirmed ones with the guard their append must still find (producer id, guard)."""
+    if not req.transactional_id:
+        return {}, {}
+    pending: dict[tuple[str, int], tuple[int, int, object]] = {}
+    for topic in req.topics:
+        for part in topic.partitions:
+            p = broker.replicas.local_partition(topic.name, part.index)
+            if p is None or not p.is_leader or part.records is None or len(part.records) < HEADER_SIZE:
+                continue  # refused by the append's own checks
+            h = parse_header(part.records)
+            if h.is_transactional and p.producers.needs_verification(h.producer_id, h.producer_epoch):
+                guard = p.producers.start_verification(h.producer_id)
+                pending[(topic.name, part.index)] = (h.producer_id, h.producer_epoch, guard)
+    if not pending:
+        return {}, {}
+    pid, epoch, _ = next(iter(pending.values()))  # a transactional id has one producer
+    answers = await broker.txn_verifier.verify(req.transactional_id, pid, epoch, list(pending))
+    refused = {k: produce_error(c, version) for k, c in answers.items() if c != ErrorCode.NONE}
+    guards = {k: (p, g) for k, (p, _, g) in pending.items() if k not in refused}
+    return refused, guards
 
 
 async def _all_committed(

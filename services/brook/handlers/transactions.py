@@ -31,6 +31,8 @@ def fenced_for(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
 async def handle_add_partitions_to_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
     req = messages.decode_request(ApiKey.ADD_PARTITIONS_TO_TXN, v, hdr.body)
+    if v >= 4:
+        return _verify_partitions_in_txn(broker, req)
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     results: dict[tuple[str, int], ErrorCode] = {}
     # WRITE on the transactional id, then on each topic (Kafka's order); nothing is added if any fails.
@@ -73,6 +75,41 @@ async def handle_add_partitions_to_txn(broker: Broker, hdr: RequestHeader) -> Bo
                 {"name": t, "results_by_partition": ps} for t, ps in by_topic.items()
             ],
         },
+    )
+
+
+def _verify_partitions_in_txn(broker: Broker, req: Any) -> Body:
+    """AddPartitionsToTxn v4, broker to broker (KIP-890, brook.broker.txn_verification): are the
+    partitions in each transaction? Only verification: Brook offers no transaction version 2, whose
+    leaders add partitions themselves."""
+    results: list[dict[str, Any]] = []
+    top = ErrorCode.NONE
+    if not allowed_cluster(broker, Operation.CLUSTER_ACTION):
+        top = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    for txn in req.transactions if top == ErrorCode.NONE else ():
+        parts = [(t.name, p) for t in txn.topics for p in t.partitions]
+        if not txn.verify_only:
+            codes = dict.fromkeys(parts, ErrorCode.INVALID_REQUEST)
+        else:
+            try:
+                codes = broker.transactions.verify(
+                    txn.transactional_id, txn.producer_id, txn.producer_epoch, parts
+                )
+            except KafkaError as e:
+                codes = dict.fromkeys(parts, e.code)
+        by_topic: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for (t, p), code in codes.items():
+            by_topic[t].append({"partition_index": p, "partition_error_code": code})
+        results.append(
+            {
+                "transactional_id": txn.transactional_id,
+                "topic_results": [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()],
+            }
+        )
+    return messages.encode_response(
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        req.version,
+        {"throttle_time_ms": 0, "error_code": top, "results_by_transaction": results},
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -24,13 +25,29 @@ class SegmentFile(io.FileIO):
 @dataclass(frozen=True, slots=True)
 class FileSlice:
     """A byte range of a segment file, served with sendfile
-    (loop.sendfile(transport, file, position, size)) or pread."""
+    (loop.sendfile(transport, file, position, size)) or pread.
+
+    `failed` is told of an error reading the file (its log directory's health, brook.log.dir_health): a
+    slice is read when the response goes out, outside the log's guards, and a disk that fails there must
+    take the directory offline as a failed read inside them does."""
 
     file: BinaryIO  # read-only and never seeked: only used with explicit offsets (pread/sendfile)
     position: int
     size: int
+    failed: Callable[[OSError], None] | None = None
 
     def read(self) -> bytes:
+        try:
+            return self._pread()
+        except OSError as e:
+            self.report(e)
+            raise
+
+    def report(self, e: OSError) -> None:
+        if self.failed is not None:
+            self.failed(e)
+
+    def _pread(self) -> bytes:
         fd = self.file.fileno()
         data = os.pread(fd, self.size, self.position)
         if len(data) == self.size:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import shutil
 import time
@@ -67,6 +68,7 @@ class PartitionLog:
         self.directory = directory
         self._name = directory.name
         self._health = health if health is not None else LogDirHealth(directory.parent)
+        self._read_failed = functools.partial(self._health.fail, f"read of {self._name}")  # FileSlice
         self._config = config
         self._clock = clock
         self._segments = segments  # oldest first; the last is the active segment
@@ -300,7 +302,7 @@ class PartitionLog:
         end = min(end, start + max(want, 0))
         if end <= start:
             return None
-        return FileSlice(segment.reader, start, end - start)
+        return FileSlice(segment.reader, start, end - start, self._read_failed)
 
     def iter_batch_headers(self, start_offset: int = 0) -> Iterator[BatchHeader]:
         """Headers of the stored batches whose last offset is >= start_offset, in order."""

@@ -46,6 +46,7 @@ from .models import (
     TopicCreated,
     TopicDeleted,
     TopicRecord,
+    ViewMarked,
 )
 from .placement import PlacementError, assign_replicas
 from .registry import BrokerRegistry, MembershipWatch, live_brokers
@@ -97,6 +98,7 @@ __all__ = [
     "TopicExistsError",
     "TopicRecord",
     "UnknownTopicError",
+    "ViewMarked",
     "WatchEvent",
     "assign_replicas",
     "live_brokers",

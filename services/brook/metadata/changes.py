@@ -33,6 +33,7 @@ from .models import (
     TopicCreated,
     TopicDeleted,
     TopicRecord,
+    ViewMarked,
     decode_acls,
     decode_configs,
     decode_scram,
@@ -114,6 +115,10 @@ class MetadataWatch:
                 elif parsed.broker_id in self._brokers:
                     self._brokers.discard(parsed.broker_id)
                     self._pending.append(BrokerLeft(parsed.broker_id, rev, rs))
+            case KeyKind.VIEW:
+                assert parsed.broker_id is not None
+                if put:
+                    self._pending.append(ViewMarked(parsed.broker_id, rev, rs))
             case KeyKind.CONTROLLER:
                 self._pending.append(
                     ControllerChanged(ControllerInfo.from_json(ev.value) if put else None, rev, rs)

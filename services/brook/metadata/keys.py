@@ -15,6 +15,9 @@
     scram/<user>                   a user's SCRAM credentials (user percent-encoded), JSON by mechanism
     acls/<type>/<pattern>/<name>   the ACL entries of one resource pattern (type TOPIC, GROUP ...; pattern
                                    LITERAL or PREFIXED; name percent-encoded), a JSON list
+    views/<id>                     a broker's view mark (decimal: the revision its view had reached),
+                                   rewritten every second under its lease; its own watch seeing the
+                                   write proves its view current (brook.broker.view_freshness)
 
 Topic names never contain '/', so `partitions/<topic>/` prefixes never overlap between topics.
 """
@@ -42,6 +45,7 @@ class KeyKind(Enum):
     CONFIGS = "configs"
     SCRAM = "scram"
     ACLS = "acls"
+    VIEW = "view"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +79,9 @@ class KeyLayout:
 
     def broker(self, broker_id: int) -> bytes:
         return self._k(f"brokers/{broker_id}")
+
+    def view(self, broker_id: int) -> bytes:
+        return self._k(f"views/{broker_id}")
 
     @property
     def controller(self) -> bytes:
@@ -145,6 +152,8 @@ class KeyLayout:
                     return ParsedKey(KeyKind.PRODUCER_ID_BLOCK)
                 case ["brokers", b]:
                     return ParsedKey(KeyKind.BROKER, broker_id=int(b))
+                case ["views", b]:
+                    return ParsedKey(KeyKind.VIEW, broker_id=int(b))
                 case ["topics", t]:
                     return ParsedKey(KeyKind.TOPIC, topic=t)
                 case ["partitions", t, p]:

@@ -383,6 +383,15 @@ class AclsChanged:
     resync: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class ViewMarked:
+    """A broker rewrote its view mark (keys.py `views/<id>`)."""
+
+    broker_id: int
+    revision: int
+    resync: bool = False
+
+
 MetadataEvent = (
     BrokerJoined
     | BrokerLeft
@@ -396,4 +405,5 @@ MetadataEvent = (
     | EntityConfigsChanged
     | ScramChanged
     | AclsChanged
+    | ViewMarked
 )

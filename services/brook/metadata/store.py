@@ -344,6 +344,11 @@ class EtcdMetadataStore:
         op: Op = Put(key, encode_configs(configs)) if configs else Delete(key)
         return (await self.client.txn([], [op])).revision
 
+    async def put_view_mark(self, broker_id: int, lease: int, view_revision: int) -> int:
+        """Rewrite a broker's view mark under its lease; returns the write's revision."""
+        mark = Put(self.layout.view(broker_id), b"%d" % view_revision, lease)
+        return (await self.client.txn([], [mark])).revision
+
     async def put_scram(self, user: str, credentials: Mapping[str, ScramCredential]) -> int:
         """Replace a user's SCRAM credentials (none: the key goes); returns the write's revision."""
         key = self.layout.scram(user)

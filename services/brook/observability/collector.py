@@ -127,6 +127,17 @@ class StateCollector(Collector):
             self._failed("consumer groups")
 
         try:
+            for protocol, state, n in view.groups():
+                labels = {"protocol": protocol, "state": state}
+                fam["brook_consumer_groups"].add_sample("brook_consumer_groups", labels, n)
+            for protocol, n in view.group_rebalances():
+                fam["brook_consumer_group_rebalances"].add_sample(
+                    "brook_consumer_group_rebalances_total", {"protocol": protocol}, n
+                )
+        except Exception:
+            self._failed("group coordinator")
+
+        try:
             counts = view.share_records()
             for name, value in zip(_SHARE_COUNTS, counts, strict=True):
                 fam[name].add_sample(f"{name}_total", {}, value)
@@ -208,6 +219,17 @@ class StateCollector(Collector):
                 "brook_consumer_group_lag",
                 "High watermark minus committed offset, where this broker hosts the partition.",
                 _GTP,
+            ),
+            _gauge(
+                "brook_consumer_groups",
+                "Groups this broker coordinates, by protocol (classic, consumer) and state.",
+                ["protocol", "state"],
+            ),
+            CounterMetricFamily(
+                "brook_consumer_group_rebalances",
+                "Rebalances run by this broker's coordinator: classic joins completed, consumer "
+                "protocol target assignments computed.",
+                labels=["protocol"],
             ),
             _gauge("brook_open_connections", "Connections open on the Kafka listener."),
             *(CounterMetricFamily(name, doc) for name, doc in _SHARE_COUNTS.items()),

@@ -44,6 +44,10 @@ brook_log_end_offset{topic,partition}       kafka.log:type=Log,name=LogEndOffset
 brook_high_watermark{topic,partition}       (none; kafka_exporter's kafka_topic_partition_current_offset)
 brook_consumer_group_committed_offset{...}  (none; kafka_exporter's kafka_consumergroup_current_offset)
 brook_consumer_group_lag{group,topic,part}  (none; kafka_exporter's kafka_consumergroup_lag)
+brook_consumer_groups{protocol,state}       kafka.server:type=group-coordinator-metrics,name=group-count
+  (protocol=classic|consumer) and consumer-group-count / classic-group-count by state
+brook_consumer_group_rebalances_total       ...group-coordinator-metrics,name=consumer-group-rebalance-count
+  {protocol}                                  and classic-group-completed-rebalance-count
 brook_open_connections                      kafka.server:type=socket-server-metrics,name=connection-count
 brook_share_records_acquired_total          kafka.server:type=share-group-metrics (KIP-932's record counts:
 brook_share_records_acknowledged_total        acquired, acknowledged, released, archived and lock expiries

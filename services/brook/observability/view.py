@@ -96,6 +96,16 @@ class BrokerView(Protocol):
         (GroupOffset is such a tuple)."""
         ...
 
+    def groups(self) -> Iterable[tuple[str, str, int]]:
+        """(protocol, state, how many) of the groups this broker coordinates: protocol "classic" or
+        "consumer" (KIP-848), state as Kafka names it (Empty, Stable, ...)."""
+        ...
+
+    def group_rebalances(self) -> Iterable[tuple[str, int]]:
+        """(protocol, rebalances since start): classic generations completed, consumer target
+        assignments computed, by this broker's coordinator."""
+        ...
+
     def open_connections(self) -> int:
         """Client and peer connections currently open on the Kafka listener."""
         ...

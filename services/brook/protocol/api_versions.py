@@ -1,8 +1,8 @@
 """ApiVersions response body, hand-written because every client depends on its exact bytes.
 
 v0: error_code, [api_key, min, max]. v1-2: + throttle_time_ms. v3+ (flexible body): compact array,
-each entry with an empty tag section, throttle_time_ms, then an EMPTY tag section: librdkafka 2.0.2
-fails with "Read underflow" on SupportedFeatures/FinalizedFeatures tags, so they are never written.
+each entry with an empty tag section, throttle_time_ms, then the tag section with the features as
+Kafka 4.4 names them: SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures (group.version).
 The response header is always v0 (see versions.response_is_flexible).
 """
 
@@ -21,6 +21,13 @@ _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 
 
+# Feature name -> (min, max) version: what this broker supports, and what the cluster runs at
+# (finalized). group.version 1 is the consumer group protocol (KIP-848), served by every broker.
+SUPPORTED_FEATURES = {"group.version": (0, 1)}
+FINALIZED_FEATURES = {"group.version": (1, 1)}
+_FINALIZED_EPOCH = 0  # the features never change: one epoch (Kafka's is its metadata log offset)
+
+
 def encode_api_versions_response(
     version: int, error_code: int, api_keys: dict[int, tuple[int, int]], throttle_time_ms: int = 0
 ) -> bytes:
@@ -32,13 +39,32 @@ def encode_api_versions_response(
         for key, (lo, hi) in items:
             out += _ENTRY_FLEX.pack(key, lo, hi, 0)
         out += _I.pack(throttle_time_ms)
-        out.append(0)
+        out += _features(version) if error_code == 0 else b"\x00"
     else:
         out += _I.pack(len(items))
         for key, (lo, hi) in items:
             out += _ENTRY.pack(key, lo, hi)
         if version >= 1:
             out += _I.pack(throttle_time_ms)
+    return bytes(out)
+
+
+def _features(version: int) -> bytes:
+    """The tag section: SupportedFeatures (0), FinalizedFeaturesEpoch (1), FinalizedFeatures (2).
+    Below v4, as Kafka does (KIP-1022), no supported feature whose lowest version is 0 is named."""
+    supported = {n: r for n, r in SUPPORTED_FEATURES.items() if version >= 4 or r[0] > 0}
+    tags = [_feature_list(supported), struct.pack(">q", _FINALIZED_EPOCH), _feature_list(FINALIZED_FEATURES)]
+    out = bytearray(uvarint_bytes(len(tags)))
+    for tag, data in enumerate(tags):
+        out += uvarint_bytes(tag) + uvarint_bytes(len(data)) + data
+    return bytes(out)
+
+
+def _feature_list(features: dict[str, tuple[int, int]]) -> bytes:
+    out = bytearray(uvarint_bytes(len(features) + 1))
+    for name, (lo, hi) in sorted(features.items()):
+        raw = name.encode()
+        out += uvarint_bytes(len(raw) + 1) + raw + _H.pack(lo) + _H.pack(hi) + b"\x00"
     return bytes(out)
 
 

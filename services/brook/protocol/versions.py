@@ -228,9 +228,9 @@ ALL_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_ACLS: (1, 3),
     ApiKey.CREATE_ACLS: (1, 3),
     ApiKey.DELETE_ACLS: (1, 3),
-    # Transactions (KIP-98). AddPartitionsToTxn 4+ (KIP-890, broker-to-broker verification) and
-    # EndTxn 4+ (TRANSACTION_ABORTABLE, KIP-890's epoch bump per transaction) are not offered.
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    # Transactions (KIP-98). AddPartitionsToTxn 4 is KIP-890's verification between brokers; 5 and
+    # EndTxn 4+ (transaction version 2: an epoch bump per transaction) are not offered.
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),  # v0 left Kafka 4

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import errno
 import logging
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator
@@ -264,7 +265,7 @@ class Connection(asyncio.BufferedProtocol):
                 continue
             records = cast(FileSlice, piece)  # the log's RecordsRef
             if not self._native_sendfile:
-                pending.append(records.read())
+                pending.append(_read(records))
                 continue
             if not _send(transport, pending):
                 return
@@ -284,8 +285,14 @@ class Connection(asyncio.BufferedProtocol):
             )
         except asyncio.SendfileNotAvailableError:
             # Raised only when nothing was sent (the first os.sendfile failed, often because the client has
-            # gone): send the range as bytes; a dead socket then closes the transport as any write does.
-            _send(transport, [piece.read()])
+            # gone, or the disk): send the range as bytes; a dead socket then closes the transport as any
+            # write does, a failed read takes the log directory offline (FileSlice.read) and this connection.
+            _send(transport, [_read(piece)])
+        except OSError as e:
+            if e.errno != errno.EIO:  # the socket's side: EPIPE, ECONNRESET ...
+                raise
+            piece.report(e)
+            raise CloseConnection(f"reading the log for a response failed: {e.strerror}") from e
         finally:
             self._sendfile_active = False
 
@@ -388,3 +395,12 @@ def _resume(coro: Coroutine[Any, Any, Answer], waiting_on: Any) -> Generator[Any
                 waiting_on = coro.send(sent)
             except StopIteration as done:
                 return cast(Answer, done.value)
+
+
+def _read(piece: FileSlice) -> bytes:
+    """A slice's bytes; a failed read (reported to its log directory by FileSlice) ends the connection,
+    whose response is already under way, without a traceback."""
+    try:
+        return piece.read()
+    except OSError as e:
+        raise CloseConnection(f"reading the log for a response failed: {e.strerror}") from e

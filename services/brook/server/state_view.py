@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 
 from brook.broker.broker import Broker
@@ -85,11 +86,25 @@ class BrokerState:
 
     def group_offsets(self) -> Iterator[tuple[str, str, int, int]]:
         coordinator = self.broker.groups
-        for group in coordinator.list_groups():
-            _, offsets = coordinator.fetch_offsets(group.group_id, None)
+        ids = [g.group_id for g in coordinator.list_groups()]
+        ids += [g.group_id for g in coordinator.consumer.list_groups()]
+        for group_id in ids:
+            _, offsets = coordinator.fetch_offsets(group_id, None)
             for topic, partition, value in offsets:
                 if value is not None:
-                    yield group.group_id, topic, partition, value.offset
+                    yield group_id, topic, partition, value.offset
+
+    def groups(self) -> Iterator[tuple[str, str, int]]:
+        coordinator = self.broker.groups
+        classic = Counter(g.state.value for g in coordinator.list_groups())
+        consumer = Counter(g.state for g in coordinator.consumer.list_groups())
+        for protocol, counts in (("classic", classic), ("consumer", consumer)):
+            for state, n in sorted(counts.items()):
+                yield protocol, state, n
+
+    def group_rebalances(self) -> Iterator[tuple[str, int]]:
+        yield "classic", self.broker.groups.rebalances
+        yield "consumer", self.broker.groups.consumer.rebalances
 
     def open_connections(self) -> int:
         return len(self.server.connections)

@@ -259,6 +259,13 @@ class TransactionCoordinator:
             if self._began.get(transactional_id, (None,))[0] != new.start_ms:
                 self._began[transactional_id] = (new.start_ms, time.monotonic())
 
+    def verify(
+        self, transactional_id: str, producer_id: int, epoch: int, partitions: list[Partition]
+    ) -> dict[Partition, ErrorCode]:
+        """KIP-890: whether the partitions are in the transaction (AddPartitionsToTxn v4, verify only)."""
+        self._check_coordinator(transactional_id)
+        return sm.verify(self._txns.get(transactional_id), producer_id, epoch, partitions)
+
     # -- EndTxn --------------------------------------------------------------------------------------
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
         """Answered once the Prepare state is written; the markers follow in the background."""

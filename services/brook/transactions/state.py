@@ -81,6 +81,24 @@ def check_producer(meta: TxnMetadata | None, producer_id: int, epoch: int) -> Tx
     return meta
 
 
+def verify(
+    meta: TxnMetadata | None, producer_id: int, epoch: int, partitions: list[Partition]
+) -> dict[Partition, ErrorCode]:
+    """KIP-890: is each partition in the producer's transaction? (Kafka's
+    handleVerifyPartitionsInTransaction; a pending write is not waited for: the leader checks again when
+    it appends.)"""
+    if meta is None or meta.producer_id != producer_id:
+        code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+    elif meta.producer_epoch != epoch:
+        code = ErrorCode.PRODUCER_FENCED
+    elif meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+        code = ErrorCode.CONCURRENT_TRANSACTIONS
+    else:
+        out = ErrorCode.TRANSACTION_ABORTABLE
+        return {p: ErrorCode.NONE if p in meta.partitions else out for p in partitions}
+    return dict.fromkeys(partitions, code)
+
+
 def bumped(meta: TxnMetadata, new_producer_id: int | None, timeout_ms: int, now_ms: int) -> TxnMetadata:
     """InitProducerId on a completed or empty transaction: the next epoch (or a new producer id when
     the epoch is exhausted), nothing in flight."""

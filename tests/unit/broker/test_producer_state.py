@@ -224,3 +224,19 @@ def test_a_follower_keeps_producer_state_from_replicated_batches(tmp_path: Path)
     assert (dup.base_offset, dup.last_offset) == (2, 2)
     assert new.log.log_end_offset == 3
     assert new.append(idem([b"d"], 3)).base_offset == 3
+
+
+def test_a_marker_while_a_partition_is_verified_voids_the_verification() -> None:
+    """KIP-890's guard: a marker of the producer between the coordinator's confirmation and the append
+    means the transaction it confirmed has ended, so the append must not open one."""
+    t = ProducerStateTable()
+    assert t.needs_verification(PID, 0)
+    guard = t.start_verification(PID)
+    assert t.verified(PID, guard)
+    marker = replace(header(-1), attributes=0x30)  # control and transactional, no sequence
+    t.record(marker, 5, control=0)
+    assert not t.verified(PID, guard)
+    t.start_verification(PID)
+    t.record(replace(header(0), attributes=0x10), 6)  # the transaction's first batch: it is open here
+    assert not t.needs_verification(PID, 0)
+    assert t.needs_verification(PID, 1)  # a bumped epoch opens a new one

@@ -7,6 +7,7 @@ from typing import Any
 
 from brook.groups.assignors import assign_range, assign_uniform
 from brook.groups.consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
+from brook.groups.consumer_store import Record
 from brook.groups.settings import GroupSettings
 from brook.protocol.errors import ErrorCode, KafkaError
 
@@ -25,7 +26,11 @@ class Clock:
 def coordinator(**settings: Any) -> tuple[ConsumerGroups, Clock]:
     clock = Clock()
     topics = {"t1": (T1, 4), "t2": (T2, 2)}
-    return ConsumerGroups(GroupSettings(**settings), lambda: topics, lambda g: None, clock), clock
+    return ConsumerGroups(GroupSettings(**settings), lambda: topics, lambda g: None, _unwritten, clock), clock
+
+
+async def _unwritten(group_id: str, records: list[Record]) -> ErrorCode:
+    raise AssertionError("these tests take the records from the store themselves")
 
 
 def hb(c: ConsumerGroups, member: str, epoch: int, **fields: Any) -> HeartbeatResult:
@@ -154,6 +159,22 @@ def test_uniform_is_balanced_and_sticky() -> None:
     moved = sum(len(first[m].get(t, set()) - second[m].get(t, set())) for m in first for t in first[m])
     assert moved == 1  # only what the new member needs
     assert sorted(sum(len(ps) for ps in a.values()) for a in second.values()) == [1, 1, 2, 2]
+
+
+def test_uniform_moves_only_the_share_of_a_member_that_joins_or_leaves() -> None:
+    """50 members over 1,000 partitions: a 51st takes its 19 from the others and the others trade
+    nothing among themselves (a partition handed between two old members costs both a revocation
+    round); when one leaves, only its partitions move."""
+    subs = {f"m{i:02}": {T1} for i in range(50)}
+    first = assign_uniform(subs, {T1: 1000}, {})
+    second = assign_uniform({**subs, "new": {T1}}, {T1: 1000}, first)
+    assert sum(len(second[m][T1] - first[m][T1]) for m in subs) == 0
+    assert len(second["new"][T1]) == 19
+    del subs["m07"]
+    third = assign_uniform({**subs, "new": {T1}}, {T1: 1000}, second)
+    gained = set().union(*(third[m][T1] - second[m][T1] for m in [*subs, "new"]))
+    assert gained == second["m07"][T1]
+    assert sorted({len(a[T1]) for a in third.values()}) == [20]
 
 
 def test_range_gives_contiguous_ranges() -> None:

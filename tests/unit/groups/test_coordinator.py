@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 
+from brook.groups.consumer_coordinator import Heartbeat
 from brook.groups.coordinator import GroupCoordinator, GroupSettings, OffsetCommit
 from brook.groups.group import GroupState
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -236,5 +237,24 @@ def test_delete_groups_sees_an_expired_session_at_once() -> None:
         reloaded = coordinator(log)
         assert reloaded.describe("gone")[1] is None
         assert reloaded.fetch_offsets("gone", None)[1] == []
+
+    asyncio.run(run())
+
+
+def test_offsets_of_an_active_consumer_protocol_group_do_not_expire() -> None:
+    async def run() -> None:
+        clock = Clock()
+        c = coordinator(clock=clock)
+        joined = await c.consumer_heartbeat(
+            Heartbeat("kip848", "m1", 0, rebalance_timeout_ms=10_000, subscribed_topic_names=["t"], owned={})
+        )
+        assert joined.error == ErrorCode.NONE
+        commit = [OffsetCommit("t", 0, 5, -1, "")]
+        assert await c.commit_offsets(
+            "kip848", joined.member_epoch, "m1", None, commit, lambda t, p: True
+        ) == {("t", 0): ErrorCode.NONE}
+        clock.now += c.settings.offsets_retention_minutes * 60 * 2
+        assert await c.expire_offsets() == 0
+        assert len(c.fetch_offsets("kip848", None)[1]) == 1
 
     asyncio.run(run())

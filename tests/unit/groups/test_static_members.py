@@ -4,6 +4,7 @@ does to the group, driven directly over an in-memory offsets log."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import struct
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -258,3 +259,20 @@ def test_replacement_takes_assignment_and_leadership() -> None:
     assert g.replace_static_member("old", new) is old
     assert (g.leader, g.static_members, new.assignment) == ("new", {"i": "new"}, b"mine")
     assert list(g.members) == ["new"]
+
+
+def test_a_member_removed_while_its_join_request_is_gone_leaves_no_unretrieved_error() -> None:
+    """A JoinGroup whose client hung up leaves a waiter nobody awaits; failing it must not make asyncio
+    log 'Future exception was never retrieved' (the soak's broker logs had one per expired session)."""
+    loop = asyncio.new_event_loop()
+    unretrieved: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _loop, ctx: unretrieved.append(ctx))
+    try:
+        m = Member("m-1", None, "c", "/127.0.0.1", 10_000, 30_000, "consumer", [])
+        m.join_waiter = loop.create_future()
+        m.fail_waiters(ErrorCode.UNKNOWN_MEMBER_ID)
+        m.join_waiter = None
+        gc.collect()
+        assert unretrieved == []
+    finally:
+        loop.close()

@@ -57,7 +57,7 @@ def test_note_version_set_and_admin_additions() -> None:
     assert ALL_VERSIONS[ApiKey.ELECT_LEADERS] == (0, 2)
     for acl_api in (ApiKey.CREATE_ACLS, ApiKey.DESCRIBE_ACLS, ApiKey.DELETE_ACLS):
         assert ALL_VERSIONS[acl_api] == (1, 3)
-    assert ALL_VERSIONS[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 3)  # 4+: KIP-890's broker verification
+    assert ALL_VERSIONS[ApiKey.ADD_PARTITIONS_TO_TXN] == (0, 4)  # 4: KIP-890's verification; 5: TV2
     assert ALL_VERSIONS[ApiKey.END_TXN] == (0, 3)
     assert ALL_VERSIONS[ApiKey.WRITE_TXN_MARKERS] == (1, 1)
     assert ALL_VERSIONS[ApiKey.ALTER_CLIENT_QUOTAS] == (0, 1)
