@@ -16,6 +16,7 @@ from typing import Any
 from brook.config import validate_topic_config
 
 from .brokerconfig import normalize_value, validate_broker_config
+from .iceberg_spec import ClusterIceberg, parse_cluster_iceberg, topic_configs
 from .oauth_spec import OAuth, parse_oauth, shared_oauth
 
 DEFAULT_ETCD_IMAGE = "quay.io/coreos/etcd:v3.5.17"
@@ -176,6 +177,7 @@ class ClusterSpec:
     metrics: Metrics = field(default_factory=Metrics)
     schema_registry: SchemaRegistry = field(default_factory=SchemaRegistry)
     autoscaling: Autoscaling = field(default_factory=Autoscaling)
+    iceberg: ClusterIceberg = field(default_factory=ClusterIceberg)
     authorization: Authorization = field(default_factory=Authorization)
     certificates: Certificates = field(default_factory=Certificates)
     replication_port: int = REPLICATION_PORT  # the operator's replication listener (when secured)
@@ -378,6 +380,7 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         metrics=metrics,
         schema_registry=registry,
         autoscaling=autoscaling,
+        iceberg=parse_cluster_iceberg(s.get("iceberg"), f"{p}.iceberg", r.errors),
         authorization=_parse_authorization(r, s, p),
         certificates=_parse_certificates(r, s, p),
         replication_port=replication_port,
@@ -600,6 +603,10 @@ def parse_topic(name: str, spec: Mapping[str, Any] | None) -> TopicSpec:
     if topic_name is not None and not TOPIC_NAME.match(topic_name):
         r.errors.append(f"topic name '{topic_name}' is not a valid Kafka topic name")
     config = r.config(s, "config", p)
+    iceberg = topic_configs(s.get("iceberg"), f"{p}.iceberg", r.errors)
+    if both := sorted(set(config) & set(iceberg)):
+        r.errors.append(f"{p}.config sets {', '.join(both)}, which {p}.iceberg sets too")
+    config = {**config, **iceberg}
     for k, v in config.items():
         if (err := validate_topic_config(k, v)) is not None:
             r.errors.append(f"{p}.config: {err}")

@@ -31,6 +31,7 @@ from brook.console import app
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.groups.assignors import ASSIGNORS
+from brook.iceberg.ports import IcebergSettings
 from brook.metadata import EtcdAuthError
 from brook.server.runner import run
 from brook.transactions import TxnSettings
@@ -178,8 +179,24 @@ def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
         schema_registry_ssl_certfile=a.schema_registry_ssl_certfile,
         schema_registry_ssl_keyfile=a.schema_registry_ssl_keyfile,
         schema_registry_basic_auth=a.schema_registry_basic_auth,
+        iceberg=IcebergSettings(
+            a.iceberg_catalog_uri or None,
+            a.iceberg_warehouse or None,
+            _pairs("--iceberg-catalog-property", a.iceberg_catalog_property or []),
+            a.iceberg_schema_registry_url or None,
+        ),
     )
     return security(a, settings)
+
+
+def _pairs(flag: str, items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"{flag} expects name=value, got '{item}'")
+        out[key] = value
+    return out
 
 
 def _metavar(o: Option) -> str:

@@ -9,6 +9,7 @@ resource) under a topic default's broker name (BROKER_TOPIC_SYNONYMS) change tha
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -17,6 +18,8 @@ ConfigType = Literal["int", "long", "string", "boolean", "list", "double"]
 
 # compression.type values, as Kafka accepts them: `producer` stores batches as sent.
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+ICEBERG_VALUE_MODES = ("raw", "json", "schema")
+ICEBERG_PARTITION_SPECS = ("hour", "day", "month", "year", "none")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +152,56 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
             "producer",
             "producer keeps batches as sent; any other codec recompresses batches that differ on append",
             valid=COMPRESSION_TYPES,
+        ),
+        # Brook's own: the topic as an Apache Iceberg table (brook.iceberg, docs/iceberg.md).
+        ConfigDef(
+            "brook.iceberg.enabled",
+            "boolean",
+            "false",
+            "the partition leaders append the topic's committed records to an Iceberg table",
+        ),
+        ConfigDef("brook.iceberg.namespace", "string", "brook", "the Iceberg namespace of the table"),
+        ConfigDef(
+            "brook.iceberg.table",
+            "string",
+            "",
+            "the Iceberg table's name; empty: the topic's name with '.' as '_'",
+        ),
+        ConfigDef(
+            "brook.iceberg.commit.interval.ms",
+            "long",
+            "60000",
+            "how often each partition's new committed records become an Iceberg snapshot",
+            minimum=100,
+        ),
+        ConfigDef(
+            "brook.iceberg.value.mode",
+            "string",
+            "raw",
+            "raw: the value as bytes; json: a JSON object's fields as typed columns; schema: decoded "
+            "with the schema registry's schema for the id in each value",
+            valid=ICEBERG_VALUE_MODES,
+        ),
+        ConfigDef(
+            "brook.iceberg.maintenance.interval.ms",
+            "long",
+            str(3600 * 1000),
+            "how often a writer rewrites the table's small data files and expires its old snapshots",
+            minimum=1000,
+        ),
+        ConfigDef(
+            "brook.iceberg.snapshot.max.age.ms",
+            "long",
+            str(24 * 3600 * 1000),
+            "snapshots older than this are expired (the current one stays): the time travel window",
+            minimum=0,
+        ),
+        ConfigDef(
+            "brook.iceberg.partition.spec",
+            "string",
+            "day",
+            "how the table is partitioned: by hour, day, month or year of the record timestamp, or none",
+            valid=ICEBERG_PARTITION_SPECS,
         ),
     )
 }
@@ -331,6 +384,9 @@ def validate_group_configs(configs: Mapping[str, str]) -> str | None:
 
 
 _TYPE_MAX = {"int": 2**31 - 1, "long": 2**63 - 1}
+# Iceberg identifiers Brook creates: one level, usable unquoted in Spark SQL (the table may be empty).
+_ICEBERG_NAME = re.compile(r"[A-Za-z0-9_-]+")
+_ICEBERG_NAMES = {"brook.iceberg.namespace": None, "brook.iceberg.table": ""}  # name: the one other value
 
 
 def valid_range(d: ConfigDef) -> str:
@@ -367,6 +423,8 @@ def _validate(d: ConfigDef, value: str | None) -> str | None:
         parts = {p.strip() for p in value.split(",") if p.strip()}
         if not parts or not parts <= {"delete", "compact"}:
             return f"cleanup.policy must be delete, compact or 'compact,delete', got '{value}'"
+    elif name in _ICEBERG_NAMES and not (_ICEBERG_NAME.fullmatch(value) or value == _ICEBERG_NAMES[name]):
+        return f"{name} must be letters, digits, '_' or '-', got '{value}'"
     if d.valid and value not in d.valid:
         return f"{name} must be one of {', '.join(d.valid)}, got '{value}'"
     return None
@@ -398,6 +456,14 @@ class TopicConfig:
     file_delete_delay_ms: int = 60000
     message_timestamp_before_max_ms: int = 2**63 - 1
     message_timestamp_after_max_ms: int = 2**63 - 1
+    brook_iceberg_enabled: bool = False
+    brook_iceberg_namespace: str = "brook"
+    brook_iceberg_table: str = ""
+    brook_iceberg_commit_interval_ms: int = 60000
+    brook_iceberg_value_mode: str = "raw"
+    brook_iceberg_partition_spec: str = "day"
+    brook_iceberg_maintenance_interval_ms: int = 3600 * 1000
+    brook_iceberg_snapshot_max_age_ms: int = 24 * 3600 * 1000
 
     @classmethod
     def from_strings(
@@ -432,6 +498,10 @@ class TopicConfig:
         """Age at which the active segment rolls: segment.ms, or max.compaction.lag.ms if shorter on a
         compacted topic (the cleaner never cleans the active segment), as Kafka's LogConfig."""
         return min(self.segment_ms, self.max_compaction_lag_ms) if self.compacted else self.segment_ms
+
+    def iceberg_table(self, topic: str) -> str:
+        """The topic's Iceberg table name (brook.iceberg.table, else the topic's name)."""
+        return self.brook_iceberg_table or topic.replace(".", "_")
 
     @property
     def deletes(self) -> bool:

@@ -149,7 +149,7 @@ def test_streaming_write_exactly_once_through_a_crash_in_commit_and_a_sigkill(
 ) -> None:
     """Run 1 dies inside the sink's commit (after some of batch 0's records are out); run 2 is SIGKILLed
     mid-batch; run 3 (Trigger.AvailableNow) finishes. Every source record is in the output exactly once."""
-    n = 40_000
+    n = 16_000  # 4 batches: run 2 commits two and is killed in the third, run 3 finishes
     create_topic(brook.bootstrap, "eo.src", 3)
     create_topic(brook.bootstrap, "eo.out", 3)
     records = [(str(i).encode(), b"%08d" % i + b"." * 92, None, None) for i in range(n)]

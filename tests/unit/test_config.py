@@ -49,3 +49,28 @@ def test_topic_defaults_from_broker_configs() -> None:
     everyone = {"log.retention.ms": "1000", "compression.type": "gzip", "background.threads": "9"}
     mine = {"log.retention.ms": "2000"}
     assert topic_defaults_of(everyone, mine) == {"retention.ms": "2000", "compression.type": "gzip"}
+
+
+def test_iceberg_topic_configs_are_checked_like_kafkas() -> None:
+    ok = {
+        "brook.iceberg.enabled": "true",
+        "brook.iceberg.namespace": "lake_1",
+        "brook.iceberg.table": "",  # the topic's name
+        "brook.iceberg.commit.interval.ms": "100",
+        "brook.iceberg.value.mode": "json",
+        "brook.iceberg.partition.spec": "hour",
+    }
+    assert all(validate_topic_config(k, v) is None for k, v in ok.items())
+    refused = {
+        "brook.iceberg.enabled": "yes",
+        "brook.iceberg.namespace": "",
+        "brook.iceberg.table": "a.b",  # one level: a dot would be a namespace
+        "brook.iceberg.commit.interval.ms": "99",
+        "brook.iceberg.value.mode": "avro",
+        "brook.iceberg.partition.spec": "week",
+    }
+    for k, v in refused.items():
+        assert validate_topic_config(k, v) is not None, k
+    config = TopicConfig.from_strings({"brook.iceberg.enabled": "true"})
+    assert config.brook_iceberg_enabled and config.brook_iceberg_commit_interval_ms == 60000
+    assert config.brook_iceberg_partition_spec == "day" and config.iceberg_table("web.clicks") == "web_clicks"

@@ -49,6 +49,8 @@ def broker_env_config(
         env["BROOK_SCHEMA_REGISTRY_PORT"] = str(spec.schema_registry.port)
     if etcd_endpoints:
         env["BROOK_ETCD_ENDPOINTS"] = ",".join(etcd_endpoints)
+    registry = spec.schema_registry.port if spec.schema_registry.enabled else None
+    env.update(spec.iceberg.broker_env(registry))
     env.update(security.config(cluster, spec))
     env.update(etcd_client.config(spec))
     return dict(sorted(env.items()))

@@ -12,6 +12,7 @@ from typing import Any
 from brook.config import topic_defaults_of
 from brook.groups import GroupCoordinator
 from brook.groups.coordinator import OFFSETS_TOPIC
+from brook.iceberg.writers import IcebergWriters
 from brook.metadata import AclKey, ScramCredential
 from brook.observability import BrokerMetrics
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -56,6 +57,7 @@ class Broker:
             self.allocate_producer_id,
             settings.transactions,
         )
+        self.txn_verifier = TxnVerifier(self)  # KIP-890, for the partitions this broker leads
         state_topic = InternalTopic(self, SHARE_STATE_TOPIC)
         self._share_state = ShareStateTopic(self, state_topic)
         self.share = ShareCoordinator(
@@ -64,8 +66,8 @@ class Broker:
             state_topic.topic_partitions,
             lambda group_id: share_timings(self.entity_configs("group", group_id)),
         )
-        self.txn_verifier = TxnVerifier(self)  # KIP-890, for the partitions this broker leads
         self.log_dir_failure = LogDirFailureHandler(self)
+        self.iceberg = IcebergWriters(settings.iceberg, settings.data_dir, self.replicas.partitions)
         self.authorizer = Authorizer(settings.authorizer)
         self.quotas = ClientQuotas(settings.quotas)
         # OAUTHBEARER's token validator (its JWKS refreshed in the background), when the mechanism is on.
@@ -219,17 +221,19 @@ class Broker:
         self.share.start()
         self.transactions.start()
         self.log_dir_failure.start()
+        self.iceberg.start()
         if self.tokens is not None:
             await self.tokens.start()
 
     async def stop(self) -> None:
+        await self.iceberg.stop()
         if self.tokens is not None:
             await self.tokens.stop()
         await self.log_dir_failure.stop()
         await self.metadata.stop()  # in a cluster, a controlled shutdown: leaderships move first
         await self.transactions.stop()
+        self.txn_verifier.close()
         await self.share.stop()
         self._share_state.close()
-        self.txn_verifier.close()
         await self.groups.stop()
         await self.replicas.stop()

@@ -15,6 +15,7 @@ GROUPS = "Groups and transactions"
 LIMITS = "Limits and quotas"
 OBSERVABILITY = "Observability"
 REGISTRY = "Schema registry"
+ICEBERG = "Iceberg topics"
 
 # str: text; int/float: numbers (within minimum..maximum); bool: true or false; flag: a switch without a
 # value; list: a repeatable flag.

@@ -9,7 +9,18 @@ from brook.groups import GroupSettings
 from brook.security.connection_limits import UNLIMITED
 from brook.transactions import TxnSettings
 
-from .option import CLUSTER, CONFIG, GROUPS, LIMITS, OBSERVABILITY, REGISTRY, SECURITY, STORAGE, Option
+from .option import (
+    CLUSTER,
+    CONFIG,
+    GROUPS,
+    ICEBERG,
+    LIMITS,
+    OBSERVABILITY,
+    REGISTRY,
+    SECURITY,
+    STORAGE,
+    Option,
+)
 from .options_security import SECURITY_OPTIONS
 
 __all__ = ["BY_DEST", "BY_KAFKA", "CONFIG", "OPTIONS", "RACK_AWARE_SELECTOR", "SECURITY", "Option"]
@@ -503,6 +514,39 @@ OPTIONS: tuple[Option, ...] = (
         False,
         "HTTP basic auth against the SCRAM users (a login on this broker's SASL_PLAINTEXT listener)",
         REGISTRY,
+    ),
+    # Iceberg topics (brook.iceberg): the catalog of the tables of topics with brook.iceberg.enabled
+    _O(
+        "--iceberg-catalog-uri",
+        "str",
+        None,
+        "the Iceberg catalog: http(s)://... a REST catalog, sqlite:///... or another SQLAlchemy URI a SQL "
+        "catalog; unset: SQLite at <data-dir>/iceberg/catalog.db",
+        ICEBERG,
+    ),
+    _O(
+        "--iceberg-warehouse",
+        "str",
+        None,
+        "where table files go (file://..., s3://bucket/path); unset: <data-dir>/iceberg/warehouse "
+        "(a REST catalog: its own default)",
+        ICEBERG,
+    ),
+    _O(
+        "--iceberg-catalog-property",
+        "list",
+        None,
+        "a pyiceberg catalog property, e.g. s3.endpoint=http://minio:9000 (repeat the flag; "
+        "BROOK_ICEBERG_CATALOG_PROPERTY: space-separated pairs)",
+        ICEBERG,
+    ),
+    _O(
+        "--iceberg-schema-registry-url",
+        "str",
+        None,
+        "the schema registry (http://host:port) whose schemas decode values of topics with "
+        "brook.iceberg.value.mode=schema",
+        ICEBERG,
     ),
 )
 BY_DEST = {o.dest: o for o in OPTIONS}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brook.groups import GroupSettings
+from brook.iceberg.ports import IcebergSettings
 from brook.metadata import EtcdAuth
 from brook.security.authorizer import AuthorizerSettings
 from brook.security.connection_limits import ConnectionLimitSettings
@@ -65,6 +66,7 @@ class BrokerSettings:
     schema_registry_ssl_certfile: str | None = None  # PEM files: HTTPS
     schema_registry_ssl_keyfile: str | None = None
     schema_registry_basic_auth: bool = False  # basic auth against the SCRAM users
+    iceberg: IcebergSettings = field(default_factory=IcebergSettings)  # the catalog of Iceberg topics
     # listeners / advertised.listeners / listener.security.protocol.map, parsed; empty: one PLAINTEXT
     # listener on host:port advertised as advertised_host:advertised_port.
     listeners: list[Listener] = field(default_factory=list)

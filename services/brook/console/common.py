@@ -158,3 +158,10 @@ def parse_pairs(items: Sequence[str] | None, flag: str) -> dict[str, str]:
             raise CommandError(f"{flag} expects key=value, got '{item}'", 2)
         out[key] = value
     return out
+
+
+def offset_spec(kind: str, *args: int) -> Any:
+    """OffsetSpec.<kind>(*args): latest, earliest, for_timestamp."""
+    from confluent_kafka.admin import OffsetSpec
+
+    return getattr(OffsetSpec, kind)(*args)  # (untyped in confluent-kafka)

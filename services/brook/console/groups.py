@@ -19,6 +19,7 @@ from .common import (
     command,
     emit,
     metadata,
+    offset_spec,
     result,
 )
 from .share_groups import ShareClient, plaintext
@@ -124,7 +125,7 @@ def _ends(a: Any, tps: list[tuple[str, int]], spec: Any = None) -> dict[tuple[st
 
     if not tps:
         return {}
-    futs = a.list_offsets({TopicPartition(t, p): spec or _spec("latest") for t, p in tps})
+    futs = a.list_offsets({TopicPartition(t, p): spec or offset_spec("latest") for t, p in tps})
     return {(t, p): result(futs[TopicPartition(t, p)], f"offsets of {t}-{p}").offset for t, p in tps}
 
 
@@ -253,7 +254,7 @@ def reset_offsets(
     if t is None or t.error is not None:
         raise CommandError(f"topic {topic} does not exist")
     tps = [(topic, p) for p in sorted(t.partitions)]
-    earliest = _ends(a, tps, _spec("earliest"))
+    earliest = _ends(a, tps, offset_spec("earliest"))
     latest = _ends(a, tps)
     share = _share_describe(bootstrap, x, group)
     committed = _committed(a, group) if share is None else _share_starts(share[1])
@@ -264,7 +265,7 @@ def reset_offsets(
             raise CommandError(f"--to-datetime: '{to_datetime}' is not an ISO 8601 date-time", 2) from e
         if when.tzinfo is None:
             when = when.replace(tzinfo=dt.UTC)
-        at = _ends(a, tps, _spec("for_timestamp", int(when.timestamp() * 1000)))
+        at = _ends(a, tps, offset_spec("for_timestamp", int(when.timestamp() * 1000)))
     plan = []
     for tp in tps:
         lo, hi = earliest[tp], latest[tp]
@@ -319,9 +320,3 @@ def delete_(groups: list[str], bootstrap: Bootstrap = B, x: ClientSettings = Non
     for g in groups:
         result(futs[g], f"delete {g}")
         print(f"deleted {g}")
-
-
-def _spec(kind: str, *args: int) -> Any:
-    from confluent_kafka.admin import OffsetSpec
-
-    return getattr(OffsetSpec, kind)(*args)  # (untyped in confluent-kafka)

@@ -17,9 +17,11 @@ from .common import (
     command,
     emit,
     metadata,
+    offset_spec,
     parse_pairs,
     result,
 )
+from .iceberg import CatalogUri, lag_rows
 
 app = typer.Typer(
     help="Topics: create, list, describe, change configs and partitions, delete.", no_args_is_help=True
@@ -82,8 +84,8 @@ def _offsets(a: Any, topic: str, partitions: list[int]) -> dict[int, tuple[int, 
     out: dict[int, tuple[int, int]] = {}
     if not partitions:
         return out
-    start = a.list_offsets({TopicPartition(topic, p): _spec("earliest") for p in partitions})
-    end = a.list_offsets({TopicPartition(topic, p): _spec("latest") for p in partitions})
+    start = a.list_offsets({TopicPartition(topic, p): offset_spec("earliest") for p in partitions})
+    end = a.list_offsets({TopicPartition(topic, p): offset_spec("latest") for p in partitions})
     for p in partitions:
         s = result(start[TopicPartition(topic, p)], f"start offset of {topic}-{p}").offset
         e = result(end[TopicPartition(topic, p)], f"end offset of {topic}-{p}").offset
@@ -98,8 +100,10 @@ def describe(
     bootstrap: Bootstrap = B,
     output: OutputOpt = Output.table,
     x: ClientSettings = None,
+    iceberg_catalog_uri: CatalogUri = None,
 ) -> None:
-    """Partitions (leader, replicas, ISR, start and end offsets) and configs with their source."""
+    """Partitions (leader, replicas, ISR, start and end offsets), configs with their source, and for an
+    Iceberg topic its table's offsets and lag."""
     from confluent_kafka.admin import ConfigResource, ConfigSource, ResourceType
 
     a = admin(bootstrap, x)
@@ -130,7 +134,10 @@ def describe(
         {"name": k, "value": v.value, "source": ConfigSource(v.source).name}
         for k, v in sorted(entries.items())
     ]
-    data = {"topic": name, "partitions": parts, "configs": configs}
+    table = lag_rows(a, name, ids, {c["name"]: c["value"] for c in configs}, iceberg_catalog_uri)
+    data: dict[str, Any] = {"topic": name, "partitions": parts, "configs": configs}
+    if table is not None:
+        data["iceberg"] = table
     if output is not Output.table:
         emit(output, data)
         return
@@ -145,6 +152,28 @@ def describe(
     )
     print()
     emit(output, None, ["CONFIG", "VALUE", "SOURCE"], [(c["name"], c["value"], c["source"]) for c in configs])
+    if table is not None:
+        print()
+        unknown = "? (--iceberg-catalog-uri)"
+        emit(
+            output,
+            None,
+            ["PARTITION", "ICEBERG TABLE", "STABLE OFFSET", "TABLE OFFSET", "TABLE LAG"],
+            [
+                (
+                    r["partition"],
+                    r["table"],
+                    r["stable_offset"],
+                    _or(r["table_offset"], unknown),
+                    _or(r["lag"], "?"),
+                )
+                for r in table
+            ],
+        )
+
+
+def _or(value: int | None, unknown: str) -> int | str:
+    return unknown if value is None else value
 
 
 @app.command("alter-config")
@@ -204,9 +233,3 @@ def delete_(
     for n in names:
         result(futs[n], f"delete {n}")
         print(f"deleted {n}")
-
-
-def _spec(kind: str, *args: int) -> Any:
-    from confluent_kafka.admin import OffsetSpec
-
-    return getattr(OffsetSpec, kind)(*args)  # (untyped in confluent-kafka)

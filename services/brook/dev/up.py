@@ -141,6 +141,9 @@ def _specs(
         _check_free(kafka_ports[i], f"broker {i}", "--port")
         _check_free(http_ports[i], f"broker {i} metrics", "--metrics-port")
     rf = str(min(3, brokers))
+    # One embedded Iceberg catalog for all the brokers: a partition's table goes on after a failover.
+    (directory / "iceberg").mkdir(exist_ok=True)
+    iceberg_uri, iceberg_warehouse = iceberg_catalog(directory)
     specs = []
     for i in range(brokers):
         args = [
@@ -155,9 +158,15 @@ def _specs(
         ]  # fmt: skip
         if etcd:
             args += ["--etcd-endpoints", etcd]
+        args += ["--iceberg-catalog-uri", iceberg_uri, "--iceberg-warehouse", iceberg_warehouse]
         log = directory / f"broker-{i}.log"
         specs.append(BrokerSpec(i, kafka_ports[i], http_ports[i], directory / f"broker-{i}", log, args))
     return specs
+
+
+def iceberg_catalog(directory: Path) -> tuple[str, str]:
+    """The catalog URI and warehouse of a dev cluster's Iceberg topics (docs/iceberg.md)."""
+    return f"sqlite:///{directory / 'iceberg' / 'catalog.db'}", (directory / "iceberg" / "warehouse").as_uri()
 
 
 def _run(directory: Path, port: int, metrics_port: int, brokers: int, event_loop: str, stop: _Stop) -> None:
@@ -187,6 +196,7 @@ def _run(directory: Path, port: int, metrics_port: int, brokers: int, event_loop
         for s, pid in zip(specs, supervisor.pids(), strict=True):
             _say(f"broker {s.node_id}: bootstrap {s.bootstrap} (pid {pid}); {s.urls()}")
         _say(f"bootstrap: {','.join(s.bootstrap for s in specs)}")
+        _say(f"iceberg catalog: {iceberg_catalog(directory)[0]} (of topics with brook.iceberg.enabled)")
         _say(f"logs: {directory}/broker-*.log; Ctrl-C stops the cluster")
         _supervise(supervisor, etcd, stop)
     finally:

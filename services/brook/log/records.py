@@ -1,4 +1,5 @@
-"""Record-level view of magic-2 record batches, for the rare paths that need it: the log cleaner (keys),
+"""Record-level view of magic-2 record batches, for the paths that need it: the log cleaner (keys),
+the Iceberg writer (whole records, off the produce and fetch paths),
 ListOffsets by timestamp (each record's offset and timestamp, from the one or few batches found), and the
 appends whose topic config needs the records (a compacted topic's keys, a compression.type other than
 `producer`).
@@ -162,6 +163,48 @@ def record_timestamps(batch: bytes, header: BatchHeader) -> list[tuple[int, int]
     if header.attributes & ATTR_TIMESTAMP_TYPE:
         return [(base + r.offset_delta, header.max_timestamp) for r in records]
     return [(base + r.offset_delta, header.base_timestamp + r.timestamp_delta) for r in records]
+
+
+@dataclass(frozen=True, slots=True)
+class FullRecord:
+    """One data record with everything a reader sees (brook.iceberg's rows)."""
+
+    offset: int
+    timestamp: int  # ms
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def full_records(batch: bytes, header: BatchHeader) -> list[FullRecord]:
+    """Every record of one whole batch with its value and headers decoded. Raises RecordError."""
+    out: list[FullRecord] = []
+    log_append = header.attributes & ATTR_TIMESTAMP_TYPE
+    for r in decode_records(batch, header):
+        raw = r.raw
+        _, pos = read_varint(raw, 0, 5)  # the record's length
+        pos += 1  # attributes
+        _, pos = read_varint(raw, pos)  # timestamp delta (in r)
+        _, pos = read_varint(raw, pos, 5)  # offset delta (in r)
+        key_len, pos = read_varint(raw, pos, 5)
+        pos += max(key_len, 0)
+        value_len, pos = read_varint(raw, pos, 5)
+        value = None if value_len < 0 else raw[pos : pos + value_len]
+        pos += max(value_len, 0)
+        count, pos = read_varint(raw, pos, 5)
+        headers: list[tuple[str, bytes | None]] = []
+        for _ in range(count):
+            n, pos = read_varint(raw, pos, 5)
+            name = raw[pos : pos + max(n, 0)].decode("utf-8", "replace")
+            pos += max(n, 0)
+            n, pos = read_varint(raw, pos, 5)
+            headers.append((name, None if n < 0 else raw[pos : pos + n]))
+            pos += max(n, 0)
+        if pos > len(raw):
+            raise RecordError("record headers run past its length")
+        ts = header.max_timestamp if log_append else header.base_timestamp + r.timestamp_delta
+        out.append(FullRecord(header.base_offset + r.offset_delta, ts, r.key, value, headers))
+    return out
 
 
 def _encode(

@@ -97,9 +97,12 @@ class KeptLease:
         task, self._task = self._task, None
         await cancel_and_wait(task)
         try:
-            await self._client.revoke_lease(self.id)
-        except MetadataError as e:
-            log.info("etcd lease %x: revoke failed (%s); it expires in at most %ds", self.id, e, self.ttl)
+            # Retried no longer than the TTL: unrefreshed, the lease is gone by then anyway (a broker
+            # stopping after etcd waited out the client's whole retry window per lease).
+            await asyncio.wait_for(self._client.revoke_lease(self.id), self.ttl)
+        except (MetadataError, TimeoutError) as e:
+            why = str(e) or f"no answer in {self.ttl}s"
+            log.info("etcd lease %x: revoke failed (%s); it expires in at most %ds", self.id, why, self.ttl)
         if not self.lost.is_set():
             self.lost_reason = "revoked"
             self.lost.set()

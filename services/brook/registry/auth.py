@@ -84,6 +84,7 @@ class ScramBasicAuth:
                 admin.list_topics(timeout=0.5)
                 return True
             except Exception:
+                admin.poll(0)  # error_cb is served by poll only: without it a refusal waits out timeout_s
                 if any(e.code() == KafkaError._AUTHENTICATION for e in failed):
                     return False
         log.warning("registry login of %s: no answer from the SASL listener in %.0fs", user, self._timeout_s)

@@ -1,0 +1,102 @@
+"""Iceberg topics in the resources (docs/iceberg.md): a Cluster's `spec.iceberg` (the brokers' catalog,
+warehouse, extra catalog properties, the registry of the `schema` value mode) and a Topic's
+`spec.iceberg` (the topic's brook.iceberg.* configs). Pure: no I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Topic.spec.iceberg field -> the topic config it sets.
+TOPIC_FIELDS = {
+    "enabled": "brook.iceberg.enabled",
+    "namespace": "brook.iceberg.namespace",
+    "table": "brook.iceberg.table",
+    "commitIntervalMs": "brook.iceberg.commit.interval.ms",
+    "valueMode": "brook.iceberg.value.mode",
+    "partitionSpec": "brook.iceberg.partition.spec",
+}
+_CLUSTER_FIELDS = {"catalogUri", "warehouse", "schemaRegistryUrl", "properties"}
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterIceberg:
+    catalog_uri: str | None = None  # None: each broker's embedded SQLite catalog (one broker only)
+    warehouse: str | None = None
+    schema_registry_url: str | None = None
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def broker_env(self, own_registry_port: int | None) -> dict[str, str]:
+        """The brokers' settings (`brook broker` flags as BROOK_* variables). Without a registry URL the
+        `schema` value mode uses each broker's own registry when the Cluster serves one."""
+        env: dict[str, str] = {}
+        if self.catalog_uri:
+            env["BROOK_ICEBERG_CATALOG_URI"] = self.catalog_uri
+        if self.warehouse:
+            env["BROOK_ICEBERG_WAREHOUSE"] = self.warehouse
+        registry = self.schema_registry_url or (
+            f"http://127.0.0.1:{own_registry_port}" if own_registry_port is not None else None
+        )
+        if registry:
+            env["BROOK_ICEBERG_SCHEMA_REGISTRY_URL"] = registry
+        if self.properties:
+            env["BROOK_ICEBERG_CATALOG_PROPERTY"] = " ".join(
+                f"{k}={v}" for k, v in sorted(self.properties.items())
+            )
+        return env
+
+
+def _text(raw: Mapping[str, Any], key: str, path: str, errors: list[str]) -> str | None:
+    v = raw.get(key)
+    if v is not None and (not isinstance(v, str) or not v or any(c.isspace() for c in v)):
+        errors.append(f"{path}.{key} must be a non-empty string without spaces")
+        return None
+    return v
+
+
+def parse_cluster_iceberg(raw: Any, path: str, errors: list[str]) -> ClusterIceberg:
+    if raw is None:
+        return ClusterIceberg()
+    if not isinstance(raw, Mapping):
+        errors.append(f"{path} must be an object")
+        return ClusterIceberg()
+    if unknown := set(raw) - _CLUSTER_FIELDS:
+        errors.append(f"{path}: unknown fields {', '.join(sorted(unknown))}")
+    props = raw.get("properties") or {}
+    if not isinstance(props, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and k and not any(c.isspace() for c in k + v)
+        for k, v in props.items()
+    ):
+        errors.append(f"{path}.properties must map names to strings, without spaces")
+        props = {}
+    return ClusterIceberg(
+        _text(raw, "catalogUri", path, errors),
+        _text(raw, "warehouse", path, errors),
+        _text(raw, "schemaRegistryUrl", path, errors),
+        dict(props),
+    )
+
+
+def topic_configs(raw: Any, path: str, errors: list[str]) -> dict[str, str]:
+    """The brook.iceberg.* topic configs a Topic's `spec.iceberg` asks for (checked as configs by the
+    caller, with the rest of the topic's configs)."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        errors.append(f"{path} must be an object")
+        return {}
+    if unknown := set(raw) - set(TOPIC_FIELDS):
+        errors.append(f"{path}: unknown fields {', '.join(sorted(unknown))}")
+    out: dict[str, str] = {}
+    for key, name in TOPIC_FIELDS.items():
+        v = raw.get(key)
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            out[name] = "true" if v else "false"
+        elif isinstance(v, int | str):
+            out[name] = str(v)
+        else:
+            errors.append(f"{path}.{key} must be a string, a number or a boolean")
+    return out
