@@ -160,11 +160,13 @@ def features(w: Wire, version: int) -> dict[int, dict[str, tuple[int, int]] | in
 @pytest.mark.parametrize("version", [3, 4])
 def test_group_version_feature(wires: tuple[Wire, Wire], version: int) -> None:
     """group.version, the consumer group protocol's feature: finalized at 1, and supported from 0 to
-    1 (named from v4 only: below, Kafka leaves out features whose lowest version is 0, KIP-1022)."""
+    1 (named from v4 only: below, Kafka leaves out features whose lowest version is 0, KIP-1022);
+    share.version (share groups) likewise, finalized at 2 and supported from 0 to 2."""
     kafka, brook = (features(w, version) for w in wires)
     for tag in (0, 2):
         k, b = kafka[tag], brook[tag]
         assert isinstance(k, dict) and isinstance(b, dict)
-        assert k.get("group.version") == b.get("group.version"), (tag, k, b)
-    assert brook[2] == {"group.version": (1, 1)}
+        for name in ("group.version", "share.version"):
+            assert k.get(name) == b.get(name), (tag, name, k, b)
+    assert brook[2] == {"group.version": (1, 1), "share.version": (2, 2)}
     assert isinstance(brook[1], int) and brook[1] >= 0

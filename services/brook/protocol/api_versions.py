@@ -2,7 +2,8 @@
 
 v0: error_code, [api_key, min, max]. v1-2: + throttle_time_ms. v3+ (flexible body): compact array,
 each entry with an empty tag section, throttle_time_ms, then the tag section with the features as
-Kafka 4.4 names them: SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures (group.version).
+Kafka 4.4 names them: SupportedFeatures, FinalizedFeaturesEpoch, FinalizedFeatures (group.version,
+share.version).
 The response header is always v0 (see versions.response_is_flexible).
 """
 
@@ -22,9 +23,10 @@ _I = struct.Struct(">i")
 
 
 # Feature name -> (min, max) version: what this broker supports, and what the cluster runs at
-# (finalized). group.version 1 is the consumer group protocol (KIP-848), served by every broker.
-SUPPORTED_FEATURES = {"group.version": (0, 1)}
-FINALIZED_FEATURES = {"group.version": (1, 1)}
+# (finalized). group.version 1 is the consumer group protocol (KIP-848); share.version 2 share groups
+# (KIP-932) with RENEW acknowledgements (KIP-1222), as Kafka 4.4 finalizes them; every broker serves both.
+SUPPORTED_FEATURES = {"group.version": (0, 1), "share.version": (0, 2)}
+FINALIZED_FEATURES = {"group.version": (1, 1), "share.version": (2, 2)}
 _FINALIZED_EPOCH = 0  # the features never change: one epoch (Kafka's is its metadata log offset)
 
 

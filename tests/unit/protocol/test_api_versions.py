@@ -49,14 +49,20 @@ def test_all_versions_advertised() -> None:
 
 
 GROUP_VERSION = b"\x0egroup.version"
+SHARE_VERSION = b"\x0eshare.version"
 
 
 @pytest.mark.parametrize("version", [3, 4])
 def test_v3_ends_with_throttle_then_the_features(version: int) -> None:
     body = encode_api_versions_response(version, 0, {18: (0, 4)}, throttle_time_ms=0)
-    # SupportedFeatures: group.version 0-1 from v4 on (KIP-1022: none with a lowest version 0 below)
-    supported = b"\x02" + GROUP_VERSION + b"\x00\x00\x00\x01\x00" if version >= 4 else b"\x01"
-    finalized = b"\x02" + GROUP_VERSION + b"\x00\x01\x00\x01\x00"
+    # SupportedFeatures: group.version 0-1 and share.version 0-2 from v4 on (KIP-1022: none with a
+    # lowest version 0 below)
+    supported = (
+        b"\x03" + GROUP_VERSION + b"\x00\x00\x00\x01\x00" + SHARE_VERSION + b"\x00\x00\x00\x02\x00"
+        if version >= 4
+        else b"\x01"
+    )
+    finalized = b"\x03" + GROUP_VERSION + b"\x00\x01\x00\x01\x00" + SHARE_VERSION + b"\x00\x02\x00\x02\x00"
     tags = (
         b"\x03"
         + b"\x00" + bytes([len(supported)]) + supported
