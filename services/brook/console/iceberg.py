@@ -36,7 +36,7 @@ def table_offsets(catalog_uri: str, namespace: str, table: str) -> dict[int, int
     except NoSuchTableError:
         return None
     except Exception as e:  # an unreachable catalog, a bad URI: one line, not a traceback
-        raise CommandError(f"Iceberg catalog {catalog_uri}: {e}") from None
+        raise CommandError(f"Iceberg catalog {catalog_uri}: {str(e).splitlines()[0]}") from None
 
 
 def lag_rows(
