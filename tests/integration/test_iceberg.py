@@ -5,9 +5,12 @@ killed with -9 at random points, again and again, leaves no offset written twice
 from __future__ import annotations
 
 import json
+import os
 import random
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from pyiceberg.table import Table
 from tests.integration.test_clients import create_topic
 from tests.integration.test_console import as_json
 from tests.support.broker import BrokerProcess
+from tests.support.ports import free_port
 from tests.support.registry import registry_args, wait_serving
 
 pytestmark = pytest.mark.slow
@@ -409,3 +413,91 @@ def check_exactly_once_raw(broker: BrokerProcess, topic: str) -> tuple[int, dict
     expected = committed_rows(broker.bootstrap, topic, recorded)
     assert [(r["partition"], r["offset"], r["value"]) for r in rows] == [(e[0], e[1], e[3]) for e in expected]
     return len(rows), recorded
+
+
+MINIO = Path(os.environ.get("BROOK_MINIO_CACHE", Path.home() / ".cache" / "brook-minio")) / "bin" / "minio"
+
+
+@pytest.fixture
+def minio(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A real MinIO server (scripts/install-minio builds it from the Go module proxy), with bucket
+    `lake`; yields pyiceberg's S3 properties for it."""
+    if not MINIO.exists():
+        pytest.skip("MinIO is not built (scripts/install-minio)")
+    port = free_port()
+    env = {**os.environ, "MINIO_ROOT_USER": "brook", "MINIO_ROOT_PASSWORD": "brook-secret"}
+    address = f"127.0.0.1:{port}"
+    log = open(tmp_path / "minio.log", "wb")  # noqa: SIM115 - the child's
+    console = f"127.0.0.1:{free_port()}"
+    cmd = [str(MINIO), "server", str(tmp_path / "minio"), "--address", address, "--console-address", console]
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    props = {
+        "s3.endpoint": f"http://{address}",
+        "s3.access-key-id": "brook",
+        "s3.secret-access-key": "brook-secret",
+        "s3.region": "us-east-1",
+    }
+    try:
+        fs = s3_fs(props)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                fs.create_dir("lake")
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "minio.log"
+                ).read_text()
+                time.sleep(0.3)
+        yield props
+    finally:
+        proc.terminate()
+        proc.wait(15)
+
+
+def s3_fs(props: dict[str, str]) -> Any:
+    from pyarrow import fs
+
+    return fs.S3FileSystem(
+        access_key=props["s3.access-key-id"],
+        secret_key=props["s3.secret-access-key"],
+        endpoint_override=props["s3.endpoint"].removeprefix("http://"),
+        scheme="http",
+        region=props["s3.region"],
+        allow_bucket_creation=True,
+    )
+
+
+def test_an_s3_warehouse_on_a_real_s3_server(tmp_path: Path, minio: dict[str, str]) -> None:
+    """The table's files in an S3-compatible object store (MinIO), the catalog embedded."""
+    from pyarrow import fs
+
+    args = ["--iceberg-warehouse", "s3://lake/brook"]
+    for k, v in minio.items():
+        args += ["--iceberg-catalog-property", f"{k}={v}"]
+    broker = BrokerProcess(tmp_path / "data", args=args).start()
+    try:
+        create_topic(broker.bootstrap, "clicks", 1, {"brook.iceberg.enabled": "true", **FAST})
+        produce_values(broker.bootstrap, "clicks", 25)
+        root = broker.data_dir.resolve() / "iceberg"
+        deadline = time.monotonic() + 60
+        while True:
+            if (root / "catalog.db").exists():  # once the worker opened it
+                catalog = load_catalog("brook", type="sql", uri=f"sqlite:///{root / 'catalog.db'}", **minio)
+                try:
+                    table = catalog.load_table(("brook", "clicks"))
+                    if table_offsets(table).get(0) == 25:
+                        break
+                except NoSuchTableError:
+                    pass
+            assert time.monotonic() < deadline, "the table did not reach offset 25"
+            time.sleep(0.3)
+        assert table.metadata_location.startswith(
+            "s3://lake/brook/brook/clicks/metadata/"
+        )  # warehouse/ns/table
+        assert [r["value"] for r in scan(table)] == [f"v{i}".encode() for i in range(25)]
+        keys = [f.path for f in s3_fs(minio).get_file_info(fs.FileSelector("lake/brook", recursive=True))]
+        assert any(k.endswith(".parquet") for k in keys) and any(k.endswith(".metadata.json") for k in keys)
+        assert not (root / "warehouse").exists()  # nothing in the local default
+    finally:
+        broker.stop()
