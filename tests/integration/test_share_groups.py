@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -371,15 +372,15 @@ def test_brook_group_commands(sbroker: BrokerProcess) -> None:
     produce(b, "C", [f"c{i}".encode() for i in range(10)], partitions=2)
     c = share_consumer(b, "c", "C")
     try:
-        got: list[Any] = []
+        got: set[tuple[int, int]] = set()  # distinct: a released record comes back
         deadline = time.monotonic() + 30
         while len(got) < 10 and time.monotonic() < deadline:
             for m in [m for m in c.poll(0.5) if m.error() is None]:
                 kind = AcknowledgeType.ACCEPT if m.partition() == 0 else AcknowledgeType.RELEASE
                 c.acknowledge(m, kind)
-                got.append(m)
+                got.add((m.partition() or 0, m.offset() or 0))
             c.commit_sync(15)
-        assert sorted((m.partition(), m.offset()) for m in got) == [(p, o) for p in (0, 1) for o in range(5)]
+        assert sorted(got) == [(p, o) for p in (0, 1) for o in range(5)]
         assert ["c", "STABLE", "share"] in [
             [g["group"], g["state"], g["protocol"]] for g in as_json(b, "group", "list")
         ]
@@ -396,6 +397,81 @@ def test_brook_group_commands(sbroker: BrokerProcess) -> None:
     brook(b, "group", "reset-offsets", "c", "-t", "C", "--to-latest", "--execute")
     d = as_json(b, "group", "describe", "c")
     assert {(p["partition"], p["start"], p["lag"]) for p in d["partitions"]} == {(0, 5, 0), (1, 5, 0)}
+
+
+def _heartbeat_until_assigned(raw: RawClient, group: str, member: str, topic: str, n: int) -> Any:
+    """ShareGroupHeartbeat until the member holds `n` partitions of `topic`: its topic id."""
+    epoch, deadline = 0, time.monotonic() + 20
+    while time.monotonic() < deadline:
+        # As a client does first: FindCoordinator creates the offsets topic on a fresh broker.
+        raw.request(request_class(ApiKey.FIND_COORDINATOR)(key=group, key_type=0), 3)
+        r = raw.request(
+            request_class(ApiKey.SHARE_GROUP_HEARTBEAT)(
+                group_id=group, member_id=member, member_epoch=epoch, subscribed_topic_names=[topic]
+            ),
+            1,
+        )
+        if r.error_code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS):
+            time.sleep(0.2)  # the offsets topic is being created
+            continue
+        assert r.error_code == ErrorCode.NONE, r
+        epoch = r.member_epoch
+        if r.assignment is not None and sum(len(t.partitions) for t in r.assignment.topic_partitions) == n:
+            return r.assignment.topic_partitions[0].topic_id
+        time.sleep(0.2)
+    raise AssertionError(f"{member} was not assigned {n} partitions of {topic}")
+
+
+def test_a_partition_after_one_with_released_records_is_served(sbroker: BrokerProcess) -> None:
+    """A share session lists partition 1 before partition 0; partition 1's records are released on
+    every fetch, so it always has records to hand out. Partition 0's records still come (on the second
+    fetch at the latest), before partition 1's are archived for their delivery count."""
+    b = sbroker.bootstrap
+    create_topic(b, "O", 2)
+    group_configs(b, "o", share_auto_offset_reset="earliest")
+    produce(b, "O", [f"o{i}".encode() for i in range(10)], partitions=2)
+    member = "m-" + uuid.uuid4().hex[:20]
+    fetch = request_class(ApiKey.SHARE_FETCH)
+    with RawClient(b) as raw:
+        topic_id = _heartbeat_until_assigned(raw, "o", member, "O", 2)
+        served: list[set[int]] = []
+        acks: list[tuple[int, int]] = []  # partition 1's acquired ranges, released by the next fetch
+        for epoch in range(4):
+            parts = [
+                fetch.FetchTopic.FetchPartition(
+                    partition_index=p,
+                    acknowledgement_batches=[
+                        # 2: RELEASE
+                        fetch.FetchTopic.FetchPartition.AcknowledgementBatch(
+                            first_offset=f, last_offset=last, acknowledge_types=[2]
+                        )
+                        for f, last in (acks if p == 1 else [])
+                    ],
+                )
+                for p in (1, 0)
+            ]
+            r = raw.request(
+                fetch(
+                    group_id="o",
+                    member_id=member,
+                    share_session_epoch=epoch,
+                    max_wait_ms=500,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    max_records=500,
+                    batch_size=500,
+                    topics=[fetch.FetchTopic(topic_id=topic_id, partitions=parts)],
+                    forgotten_topics_data=[],
+                ),
+                1,
+            )
+            assert r.error_code == ErrorCode.NONE, r
+            got = {p.partition_index: p.acquired_records for t in r.responses for p in t.partitions}
+            served.append({i for i, acquired in got.items() if acquired})
+            acks = [(a.first_offset, a.last_offset) for a in got.get(1, [])]
+            if 0 in served[-1]:
+                break
+    assert 0 in set().union(*served), f"partition 0 never served, fetches served {served}"
 
 
 def _remote_state_group(b: str, topic: str) -> str:

@@ -10,7 +10,7 @@ under read_committed aborted transactions' batches, are archived, never acquired
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from brook.broker.broker import Broker
@@ -36,9 +36,13 @@ _RECORD_LIMIT = 1  # ShareAcquireMode (v2): 0 batch-optimized, 1 strict record l
 _Tp = tuple[bytes, int]
 
 
-def _initial_offset(p: Partition, settings: ShareSettings) -> int:
-    """share.auto.offset.reset: where a share-partition with no stored state starts."""
-    return p.log.log_start_offset if settings.auto_offset_reset == "earliest" else p.consumer_high_watermark
+def _initial_offset(p: Partition) -> Callable[[ShareSettings], int]:
+    """share.auto.offset.reset: where a share-partition of `p` with no stored state starts."""
+
+    def initial(s: ShareSettings) -> int:
+        return p.log.log_start_offset if s.auto_offset_reset == "earliest" else p.consumer_high_watermark
+
+    return initial
 
 
 def _leader_of(broker: Broker, name: str, index: int) -> dict[str, int]:
@@ -151,7 +155,7 @@ async def _fetch_partition(
     p = t.partition
     assert p is not None
     settings = broker.share.settings_of(t.key.group_id)
-    sp = await broker.share.partition(t.key, lambda s: _initial_offset(p, s), p.leader_epoch)
+    sp = await broker.share.partition(t.key, _initial_offset(p), p.leader_epoch)
     read = _read(p, sp, settings, budget)
     if read is None:
         return None
@@ -258,7 +262,8 @@ async def _fetch(
                     break
                 if got and t.key not in broker.share.partitions:
                     # As Kafka, whose share-partitions are initialized apart from the fetch: an answer
-                    # with records does not wait for one not loaded yet; the next fetch loads it.
+                    # with records does not wait for one not loaded yet; it loads for the next fetch.
+                    broker.share.preload(t.key, _initial_offset(t.partition), t.partition.leader_epoch)
                     continue
                 try:
                     out = await _fetch_partition(

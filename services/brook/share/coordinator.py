@@ -78,6 +78,7 @@ class ShareCoordinator:
         self._listeners: set[WakeListener] = set()
         self.retired = Counts()  # counts of share-partitions no longer here
         self._task: asyncio.Task[None] | None = None
+        self._preloads: set[asyncio.Task[SharePartition]] = set()
 
     def now_ms(self) -> int:
         return self._clock_ms()
@@ -89,6 +90,8 @@ class ShareCoordinator:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
+        for t in list(self._preloads):
+            await cancel_and_wait(t)
 
     # -- share-partitions ----------------------------------------------------------------------------
     async def partition(
@@ -126,6 +129,24 @@ class ShareCoordinator:
             raise
         finally:
             del self._loading[key]
+
+    def preload(self, key: ShareKey, initial: Callable[[ShareSettings], int], leader_epoch: int) -> None:
+        """Load the share-partition of `key` in the background: a fetch that already has records does
+        not wait for it, and the next fetch must find it loaded, or a partition listed after one that
+        always has records (released ones come back at once) would never be served."""
+        if key in self.partitions or key in self._loading:
+            return
+        task = asyncio.create_task(self.partition(key, initial, leader_epoch))
+        self._preloads.add(task)
+        task.add_done_callback(self._preloaded)
+
+    def _preloaded(self, task: asyncio.Task[SharePartition]) -> None:
+        self._preloads.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # The next fetch of the partition loads it again and answers the error.
+            log.debug("share-partition load failed: %s", task.exception())
+        else:
+            self.wake()
 
     async def lookup(self, key: ShareKey) -> SharePartition | None:
         """The share-partition of `key` if it has state (here or stored), without creating one."""
