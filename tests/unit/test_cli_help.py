@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import click
@@ -12,9 +14,11 @@ import typer.main
 from typer.testing import CliRunner
 
 from brook.broker.options import OPTIONS
-from brook.cli import app
+from brook.cli import application
 
-ROOT = typer.main.get_command(app)
+APP = application()
+
+ROOT = typer.main.get_command(APP)
 
 
 def commands(
@@ -35,7 +39,7 @@ def test_every_command_is_found() -> None:
 
 @pytest.mark.parametrize(("path", "command"), ALL, ids=[" ".join(p) or "brook" for p, _ in ALL])
 def test_help_renders(path: tuple[str, ...], command: click.Command) -> None:
-    r = CliRunner().invoke(app, [*path, "--help"], terminal_width=200)
+    r = CliRunner().invoke(APP, [*path, "--help"], terminal_width=200)
     assert r.exit_code == 0, r.output
     assert r.output.startswith("\n Usage: brook") or "Usage: brook" in r.output
     assert not re.search(r"\{'|<function |<class |object at 0x", r.output), r.output
@@ -47,7 +51,7 @@ def test_help_renders(path: tuple[str, ...], command: click.Command) -> None:
 
 
 def test_broker_help_is_grouped_by_subject() -> None:
-    out = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["broker", "--help"]).output
+    out = CliRunner(env={"COLUMNS": "250"}).invoke(APP, ["broker", "--help"]).output
     out = re.sub(r"[│\s]+", " ", out)  # the text as read, across rich's wrapped lines
     panels = [o.panel for o in OPTIONS]
     for panel in dict.fromkeys(panels):
@@ -57,3 +61,21 @@ def test_broker_help_is_grouped_by_subject() -> None:
     assert "leader.imbalance.per.broker.percentage" in out
     for o in OPTIONS:  # each option's own words are there, not only its property name and default
         assert o.help.strip() and re.sub(r"\s+", " ", o.help)[:40] in out, o.flag
+
+
+def test_a_client_command_does_not_import_the_broker() -> None:
+    """`brook topic ...` and the other client commands skip the broker's modules (about half of the
+    command's start-up); `brook broker` imports them."""
+    code = (
+        "import sys\nfrom brook.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('brook.broker', 'brook.server'))))"
+    )
+
+    def loaded(*args: str) -> str:
+        r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=60)
+        return r.stdout.strip().splitlines()[-1]
+
+    assert loaded("topic", "--help") == "[]"
+    assert loaded("group", "list", "--help") == "[]"
+    assert "brook.broker.settings" in loaded("broker", "--help")

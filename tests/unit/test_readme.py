@@ -8,13 +8,15 @@ from pathlib import Path
 
 import typer.main
 
-from brook.cli import app
+from brook.cli import application
+
+APP = application()
 
 README = (Path(__file__).parents[2] / "README.md").read_text()
 
 
 def dev_up_defaults() -> tuple[int, int, int]:
-    up = typer.main.get_command(app).commands["dev"].commands["up"]  # type: ignore[attr-defined]
+    up = typer.main.get_command(APP).commands["dev"].commands["up"]  # type: ignore[attr-defined]
     defaults = {p.name: p.default for p in up.params}
     return defaults["port"], defaults["metrics_port"], defaults["brokers"]
 

@@ -1,7 +1,7 @@
 """The `brook` command for people: topics, groups, the cluster, ACLs, SCRAM users, produce and consume,
 over the Kafka protocol with confluent-kafka (so it works against any Kafka-compatible cluster), and
 schemas in a schema registry over its REST API.
-brook.cli adds `brook broker` and `brook dev up` (the server side) to this application."""
+brook.cli_server adds `brook broker` and `brook dev up` (the server side) to this application."""
 
 from __future__ import annotations
 
