@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from enum import StrEnum
@@ -20,6 +21,7 @@ from rich.table import Table
 T = TypeVar("T")
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 TIMEOUT_S = 15.0
+DOWN_S = 3.0  # every broker refused for this long: unreachable, without waiting out TIMEOUT_S
 
 
 class Output(StrEnum):
@@ -58,6 +60,7 @@ def client_config(bootstrap: str, settings: Sequence[str] | None) -> dict[str, A
         "socket.timeout.ms": int(TIMEOUT_S * 1000),
         "log_level": 0,  # the client's own log lines would interleave with the output
         "logger": _Quiet(),
+        "error_cb": _reachability,
     }
     for item in settings or []:
         key, sep, value = item.partition("=")
@@ -75,6 +78,28 @@ class _Quiet:
 
     def __getattr__(self, name: str) -> Callable[..., None]:
         return self.log
+
+
+class _Reachability:
+    """librdkafka's error callback: since when every broker it knows is down, and why."""
+
+    def __init__(self) -> None:
+        self.down_since: float | None = None
+        self.reason = ""
+
+    def __call__(self, err: Any) -> None:
+        from confluent_kafka import KafkaError
+
+        if err.code() == KafkaError._ALL_BROKERS_DOWN:
+            self.down_since = self.down_since or time.monotonic()
+        elif err.code() == KafkaError._TRANSPORT:
+            self.reason = err.str()
+
+    def unreachable(self) -> bool:
+        return self.down_since is not None and time.monotonic() - self.down_since >= DOWN_S
+
+
+_reachability = _Reachability()  # one command per process
 
 
 def admin(bootstrap: str, settings: Sequence[str] | None) -> Any:
@@ -103,12 +128,17 @@ def result(fut: Future[T], what: str) -> T:
 def metadata(client: Any, topic: str | None = None) -> Any:
     from confluent_kafka import KafkaException
 
-    try:
-        return client.list_topics(topic, timeout=TIMEOUT_S)
-    except KafkaException as e:
-        raise CommandError(
-            f"cannot reach the cluster: {e.args[0].str()} (check --bootstrap / BROOK_BOOTSTRAP)"
-        ) from e
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        try:
+            return client.list_topics(topic, timeout=min(1.0, max(deadline - time.monotonic(), 0.1)))
+        except KafkaException as e:
+            client.poll(0)  # serves the error callback
+            if time.monotonic() >= deadline or _reachability.unreachable():
+                reason = _reachability.reason or e.args[0].str()
+                raise CommandError(
+                    f"cannot reach the cluster: {reason} (check --bootstrap / BROOK_BOOTSTRAP)"
+                ) from e
 
 
 def emit(
