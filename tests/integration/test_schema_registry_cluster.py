@@ -105,7 +105,11 @@ def test_killing_the_writer_loses_nothing_and_reuses_no_id(cluster: tuple[Cluste
 
         def all_there(u: str = url) -> bool:
             status, body = call(f"{u}/schemas?subjectPrefix=storm-")
-            return status == 200 and {v["subject"]: v["id"] for v in body} == acked
+            # A superset: a write whose answer died with broker 0 may have been committed.
+            return status == 200 and acked.items() <= {v["subject"]: v["id"] for v in body}.items()
 
         eventually(all_there, 20, "every acknowledged schema on the survivors")
+        _, body = call(f"{url}/schemas?subjectPrefix=storm-")
+        listed = [v["id"] for v in body]
+        assert len(set(listed)) == len(listed), "two subjects hold one id"
     print(f"{len(acked)} schemas acknowledged, {killed_at} before the kill")
