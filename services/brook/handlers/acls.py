@@ -14,6 +14,7 @@ from brook.metadata import AclKey
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 from brook.security.acls import (
     AccessEntry,
@@ -55,7 +56,7 @@ def _refusal(broker: Broker, op: Operation) -> tuple[ErrorCode, str] | None:
 
 
 async def handle_create_acls(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.CREATE_ACLS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.CREATE_ACLS, hdr.api_version, hdr.body)
     refused = _refusal(broker, Operation.ALTER)
     results: list[dict[str, Any]] = []
     valid: list[AclBinding] = []
@@ -124,7 +125,7 @@ def _entry_doc(e: AccessEntry) -> dict[str, Any]:
 
 
 async def handle_describe_acls(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.DESCRIBE_ACLS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_ACLS, hdr.api_version, hdr.body)
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
     f = _filter(req)
     refused = _refusal(broker, Operation.DESCRIBE)
@@ -149,7 +150,7 @@ async def handle_describe_acls(broker: Broker, hdr: RequestHeader) -> Body | Non
 
 
 async def handle_delete_acls(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.DELETE_ACLS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.DELETE_ACLS, hdr.api_version, hdr.body)
     refused = _refusal(broker, Operation.ALTER)
     filters = [_filter(f) for f in req.filters]
     results: list[dict[str, Any]] = []

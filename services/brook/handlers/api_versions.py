@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 from brook.broker.broker import Broker
-from brook.protocol import messages
 from brook.protocol.api_versions import encode_api_versions_response, unsupported_api_versions_response
 from brook.protocol.errors import ErrorCode
 from brook.protocol.frames import RequestHeader
 from brook.protocol.primitives import CodecError
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .context import Body
@@ -34,7 +34,7 @@ def make_api_versions_handler(advertised: dict[int, tuple[int, int]]):  # type: 
 
 def _valid_software(hdr: RequestHeader) -> bool:
     try:
-        req = messages.decode_request(ApiKey.API_VERSIONS, hdr.api_version, hdr.body)
+        req = decode_request(ApiKey.API_VERSIONS, hdr.api_version, hdr.body)
     except CodecError:
         return False
     name, version = req.client_software_name or "", req.client_software_version or ""

@@ -4,7 +4,7 @@ broker's own configs (BROKER, see brook.broker.broker_configs) and logger levels
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from brook.broker.broker import Broker
 from brook.broker.broker_configs import broker_configs, logger_levels
@@ -13,6 +13,7 @@ from brook.protocol import messages
 from brook.protocol.config_types import ConfigResource, ConfigSource
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from . import dynamic_configs
@@ -137,7 +138,7 @@ def _require(broker: Broker, op: Operation, config_type: int, name: str) -> None
 
 async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
-    req = messages.decode_request(ApiKey.DESCRIBE_CONFIGS, version, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_CONFIGS, version, hdr.body)
     results: list[dict[str, Any]] = []
     for r in req.resources:
         keys = list(r.configuration_keys) if r.configuration_keys else None  # null or empty: all
@@ -167,16 +168,16 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
                         meta.configs,
                         broker.settings.topic_defaults,
                         keys,
-                        bool(getattr(req, "include_synonyms", False)),
-                        bool(getattr(req, "include_documentation", False)),
+                        bool(req.include_synonyms),
+                        bool(req.include_documentation),
                         dynamic_configs.dynamic_topic_defaults(broker),
                     ),
                 )
         elif r.resource_type in (ConfigResource.BROKER, ConfigResource.BROKER_LOGGER):
             try:
                 if r.resource_type == ConfigResource.BROKER:
-                    synonyms = bool(getattr(req, "include_synonyms", False))
-                    documentation = bool(getattr(req, "include_documentation", False))
+                    synonyms = bool(req.include_synonyms)
+                    documentation = bool(req.include_documentation)
                     static = _broker_entries(broker, r.resource_name, keys, synonyms, documentation)
                     configs = dynamic_configs.with_dynamic_broker_configs(
                         broker, r.resource_name, static, keys, synonyms
@@ -187,7 +188,7 @@ async def handle_describe_configs(broker: Broker, hdr: RequestHeader) -> Body | 
             except KafkaError as e:
                 entry.update(error_code=e.code, error_message=e.message)
         elif r.resource_type == ConfigResource.GROUP:
-            synonyms = bool(getattr(req, "include_synonyms", False))
+            synonyms = bool(req.include_synonyms)
             configs = dynamic_configs.group_entries(broker, r.resource_name, keys, synonyms)
             entry.update(error_code=0, error_message=None, configs=configs)
         else:
@@ -215,8 +216,27 @@ async def _alter(
         await broker.set_topic_configs(name, new)
 
 
+class _Resource(Protocol):
+    @property
+    def resource_type(self) -> int: ...
+    @property
+    def resource_name(self) -> str: ...
+
+
+_R = TypeVar("_R", bound=_Resource)
+
+
+class _AlterRequest(Protocol[_R]):
+    """AlterConfigs and IncrementalAlterConfigs, as far as applying them goes."""
+
+    @property
+    def resources(self) -> list[_R]: ...
+    @property
+    def validate_only(self) -> bool: ...
+
+
 async def _alter_each(
-    broker: Broker, req: Any, new_configs: Callable[[Any], dict[str, str]]
+    broker: Broker, req: _AlterRequest[_R], new_configs: Callable[[_R], dict[str, str]]
 ) -> list[dict[str, Any]]:
     """Apply `new_configs(resource)` to each resource; one result (error or not) per resource."""
     results: list[dict[str, Any]] = []
@@ -260,7 +280,7 @@ def _incremental(broker: Broker, r: Any) -> dict[str, str]:
 
 
 async def handle_incremental_alter_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.INCREMENTAL_ALTER_CONFIGS, hdr.api_version, hdr.body)
     results = await _alter_each(broker, req, lambda r: _incremental(broker, r))
     return messages.encode_response(
         ApiKey.INCREMENTAL_ALTER_CONFIGS, hdr.api_version, {"throttle_time_ms": 0, "responses": results}
@@ -268,7 +288,7 @@ async def handle_incremental_alter_configs(broker: Broker, hdr: RequestHeader) -
 
 
 async def handle_alter_configs(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.ALTER_CONFIGS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.ALTER_CONFIGS, hdr.api_version, hdr.body)
     # AlterConfigs replaces the whole set of overrides.
     results = await _alter_each(
         broker, req, lambda r: {c.name: c.value for c in r.configs if c.value is not None}

@@ -11,6 +11,7 @@ from brook.groups.consumer_coordinator import Heartbeat
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed, authorized_operations
@@ -21,7 +22,7 @@ __all__ = ["assignment_entries", "handle_consumer_group_describe", "handle_consu
 
 async def handle_consumer_group_heartbeat(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, v, hdr.body)
+    req = decode_request(ApiKey.CONSUMER_GROUP_HEARTBEAT, v, hdr.body)
     if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
         return messages.encode_response(
             ApiKey.CONSUMER_GROUP_HEARTBEAT, v, {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
@@ -38,7 +39,7 @@ async def handle_consumer_group_heartbeat(broker: Broker, hdr: RequestHeader) ->
             rack_id=req.rack_id,
             rebalance_timeout_ms=req.rebalance_timeout_ms,
             subscribed_topic_names=req.subscribed_topic_names,
-            subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+            subscribed_topic_regex=req.subscribed_topic_regex,
             server_assignor=req.server_assignor,
             owned=owned,
             client_id=hdr.client_id or "",
@@ -75,7 +76,7 @@ def assignment_entries(
 
 async def handle_consumer_group_describe(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.CONSUMER_GROUP_DESCRIBE, v, hdr.body)
+    req = decode_request(ApiKey.CONSUMER_GROUP_DESCRIBE, v, hdr.body)
     names = {tid: name for name, (tid, _) in broker.groups.consumer.topics().items()}
     out: list[dict[str, Any]] = []
     for gid in req.group_ids:

@@ -11,6 +11,7 @@ from brook.broker.partition import Partition
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, require
@@ -37,7 +38,7 @@ async def _low_watermark(p: Partition, offset: int, timeout_s: float) -> dict[st
 
 async def handle_delete_records(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
-    req = messages.decode_request(ApiKey.DELETE_RECORDS, version, hdr.body)
+    req = decode_request(ApiKey.DELETE_RECORDS, version, hdr.body)
     timeout_s = max(req.timeout_ms, 0) / 1000
     results: dict[tuple[str, int], dict[str, Any]] = {}
     waits: dict[tuple[str, int], asyncio.Task[dict[str, Any]]] = {}

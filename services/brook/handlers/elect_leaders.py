@@ -20,6 +20,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, allowed_cluster
@@ -30,8 +31,8 @@ PREFERRED, UNCLEAN = 0, 1
 
 async def handle_elect_leaders(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.ELECT_LEADERS, v, hdr.body)
-    kind = int(getattr(req, "election_type", PREFERRED))
+    req = decode_request(ApiKey.ELECT_LEADERS, v, hdr.body)
+    kind = int(req.election_type)
     if req.topic_partitions is None:
         wanted = [(m.name, i) for m in broker.replicas.topics().values() for i in range(m.partitions)]
     else:

@@ -10,6 +10,7 @@ from brook.groups.group import GroupState
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 from brook.transactions import TXN_STATE_TOPIC
 
@@ -69,8 +70,8 @@ def _group_denied(api: ApiKey, v: int) -> bytes:
 
 async def handle_find_coordinator(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.FIND_COORDINATOR, v, hdr.body)
-    key_type = getattr(req, "key_type", 0) or 0
+    req = decode_request(ApiKey.FIND_COORDINATOR, v, hdr.body)
+    key_type = req.key_type or 0
     if v >= 4:
         coordinators = [await _coordinator(broker, k, key_type) for k in req.coordinator_keys]
         return messages.encode_response(
@@ -83,17 +84,17 @@ async def handle_find_coordinator(broker: Broker, hdr: RequestHeader) -> Body | 
 
 async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.JOIN_GROUP, v, hdr.body)
+    req = decode_request(ApiKey.JOIN_GROUP, v, hdr.body)
     if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
         return _group_denied(ApiKey.JOIN_GROUP, v)
     result = await broker.groups.join(
         req.group_id,
         req.member_id,
-        getattr(req, "group_instance_id", None),
+        req.group_instance_id,
         req.protocol_type,
         [(p.name, bytes(p.metadata)) for p in req.protocols],
         req.session_timeout_ms,
-        getattr(req, "rebalance_timeout_ms", -1),
+        req.rebalance_timeout_ms,
         hdr.client_id or "",
         CLIENT_HOST.get(),
         require_known_member_id=v >= 4,
@@ -120,16 +121,16 @@ async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
 
 async def handle_sync_group(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.SYNC_GROUP, v, hdr.body)
+    req = decode_request(ApiKey.SYNC_GROUP, v, hdr.body)
     if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
         return _group_denied(ApiKey.SYNC_GROUP, v)
     code, assignment, ptype, pname = await broker.groups.sync(
         req.group_id,
         req.generation_id,
         req.member_id,
-        getattr(req, "group_instance_id", None),
-        getattr(req, "protocol_type", None),
-        getattr(req, "protocol_name", None),
+        req.group_instance_id,
+        req.protocol_type,
+        req.protocol_name,
         {a.member_id: bytes(a.assignment) for a in req.assignments},
     )
     return messages.encode_response(
@@ -147,18 +148,16 @@ async def handle_sync_group(broker: Broker, hdr: RequestHeader) -> Body | None:
 
 async def handle_heartbeat(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.HEARTBEAT, v, hdr.body)
+    req = decode_request(ApiKey.HEARTBEAT, v, hdr.body)
     if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
         return _group_denied(ApiKey.HEARTBEAT, v)
-    code = broker.groups.heartbeat(
-        req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None)
-    )
+    code = broker.groups.heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id)
     return messages.encode_response(ApiKey.HEARTBEAT, v, {"throttle_time_ms": 0, "error_code": code})
 
 
 async def handle_leave_group(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.LEAVE_GROUP, v, hdr.body)
+    req = decode_request(ApiKey.LEAVE_GROUP, v, hdr.body)
     if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
         return _group_denied(ApiKey.LEAVE_GROUP, v)
     members: list[tuple[str, str | None]] = (
@@ -183,8 +182,8 @@ async def handle_leave_group(broker: Broker, hdr: RequestHeader) -> Body | None:
 
 async def handle_describe_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.DESCRIBE_GROUPS, v, hdr.body)
-    with_ops = getattr(req, "include_authorized_operations", False)
+    req = decode_request(ApiKey.DESCRIBE_GROUPS, v, hdr.body)
+    with_ops = req.include_authorized_operations
     out: list[dict[str, Any]] = []
     for gid in req.groups:
         if not allowed(broker, Operation.DESCRIBE, ResourceType.GROUP, gid):
@@ -228,9 +227,9 @@ async def handle_describe_groups(broker: Broker, hdr: RequestHeader) -> Body | N
 
 async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.LIST_GROUPS, v, hdr.body)
-    states = {s.lower() for s in (getattr(req, "states_filter", None) or [])}
-    types = {t.lower() for t in (getattr(req, "types_filter", None) or [])}  # v5 (KIP-848)
+    req = decode_request(ApiKey.LIST_GROUPS, v, hdr.body)
+    states = {s.lower() for s in (req.states_filter or [])}
+    types = {t.lower() for t in (req.types_filter or [])}  # v5 (KIP-848)
     # DESCRIBE on the cluster lists every group; else only those the principal may describe.
     every = allowed(broker, Operation.DESCRIBE, ResourceType.CLUSTER)
     found = [
@@ -252,7 +251,7 @@ async def handle_list_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
 
 async def handle_delete_groups(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.DELETE_GROUPS, v, hdr.body)
+    req = decode_request(ApiKey.DELETE_GROUPS, v, hdr.body)
     names = list(dict.fromkeys(req.groups_names))  # a group named twice is deleted once, answered once
     may = filter_allowed(broker, Operation.DELETE, ResourceType.GROUP, names)
     share = [g for g in names if g in may and g in broker.share.groups.groups]

@@ -8,6 +8,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed, require
@@ -16,10 +17,10 @@ from .context import Body, check_leader
 
 async def handle_offset_for_leader_epoch(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, hdr.body)
+    req = decode_request(ApiKey.OFFSET_FOR_LEADER_EPOCH, v, hdr.body)
     topics: list[dict[str, Any]] = []
     # Followers (replica id >= 0, v3+) need CLUSTER_ACTION; clients DESCRIBE on the topic.
-    follower = getattr(req, "replica_id", -1) >= 0
+    follower = req.replica_id >= 0
     cluster_ok = not follower or allowed(broker, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
     for t in req.topics:
         parts = []

@@ -19,6 +19,7 @@ from brook.broker.partition import Partition
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed
@@ -75,7 +76,7 @@ def _lookup(p: Partition, ts: int, replica_id: int, version: int, isolation_leve
 
 async def handle_list_offsets(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
-    req = messages.decode_request(ApiKey.LIST_OFFSETS, version, hdr.body)
+    req = decode_request(ApiKey.LIST_OFFSETS, version, hdr.body)
     replica_id = req.replica_id
     seen: dict[tuple[str, int], int] = {}
     for t in req.topics:
@@ -102,9 +103,9 @@ async def handle_list_offsets(broker: Broker, hdr: RequestHeader) -> Body | None
                         ErrorCode.UNSUPPORTED_VERSION,
                         f"timestamp {p.timestamp} is not supported by ListOffsets v{version}",
                     )
-                current_epoch = getattr(p, "current_leader_epoch", -1)
+                current_epoch = p.current_leader_epoch
                 part = _partition(broker, t.name, p.partition_index, replica_id, current_epoch)
-                isolation = getattr(req, "isolation_level", 0) or 0
+                isolation = req.isolation_level or 0
                 ts, off, epoch = _lookup(part, p.timestamp, replica_id, version, isolation)
             except KafkaError as e:
                 error = e.code

@@ -12,20 +12,21 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import DescribeLogDirsRequest, decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, require_cluster
 from .context import Body
 
 
-def _wanted(broker: Broker, req: Any) -> dict[str, set[int] | None]:
+def _wanted(broker: Broker, req: DescribeLogDirsRequest) -> dict[str, set[int] | None]:
     """topic → partition indexes asked for (None: every local one); null topics: all of them."""
     if req.topics is None:
         return {p.topic: None for p in broker.replicas.partitions()}
     return {t.topic: set(t.partitions) for t in req.topics}
 
 
-def _describe(broker: Broker, req: Any) -> dict[str, Any]:
+def _describe(broker: Broker, req: DescribeLogDirsRequest) -> dict[str, Any]:
     data_dir = broker.settings.data_dir.resolve()
     result: dict[str, Any] = {"log_dir": str(data_dir), "error_code": 0, "topics": []}
     if broker.replicas.log_dir.offline:
@@ -54,7 +55,7 @@ def _describe(broker: Broker, req: Any) -> dict[str, Any]:
 
 async def handle_describe_log_dirs(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.DESCRIBE_LOG_DIRS, v, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_LOG_DIRS, v, hdr.body)
     try:
         require_cluster(broker, Operation.DESCRIBE)
     except KafkaError as e:  # Kafka: the whole answer is the error, no directories

@@ -9,6 +9,7 @@ from brook.broker.topics import TopicMeta, topic_name_error
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import (
@@ -60,11 +61,9 @@ def _error_entry(name: str | None, code: ErrorCode, topic_id: bytes = bytes(16))
 
 async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
-    req = messages.decode_request(ApiKey.METADATA, version, hdr.body)
-    allow_create = (
-        bool(getattr(req, "allow_auto_topic_creation", True)) and broker.settings.auto_create_topics
-    )
-    ops = getattr(req, "include_topic_authorized_operations", False)
+    req = decode_request(ApiKey.METADATA, version, hdr.body)
+    allow_create = bool(req.allow_auto_topic_creation) and broker.settings.auto_create_topics
+    ops = req.include_topic_authorized_operations
     topics: list[dict[str, Any]] = []
     if req.topics is None or (version == 0 and not req.topics):
         # All topics: those the principal may describe (the others are not listed at all).
@@ -77,7 +76,7 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
         for t in req.topics:
             name = t.name
             if name is None:  # by topic id (v10+); an id not to be described is as good as unknown
-                meta = broker.replicas.topic_by_id(uuid_bytes(getattr(t, "topic_id", None)))
+                meta = broker.replicas.topic_by_id(uuid_bytes(t.topic_id))
                 topics.append(
                     _topic_entry(broker, meta, ops)
                     if meta and allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, meta.name)
@@ -121,14 +120,14 @@ async def handle_metadata(broker: Broker, hdr: RequestHeader) -> Body | None:
                 broker,
                 ResourceType.CLUSTER,
                 CLUSTER_NAME,
-                getattr(req, "include_cluster_authorized_operations", False),
+                req.include_cluster_authorized_operations,
             ),
         },
     )
 
 
 async def handle_describe_cluster(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.DESCRIBE_CLUSTER, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_CLUSTER, hdr.api_version, hdr.body)
     return messages.encode_response(
         ApiKey.DESCRIBE_CLUSTER,
         hdr.api_version,

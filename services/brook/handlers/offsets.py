@@ -10,6 +10,7 @@ from brook.groups.coordinator import OffsetCommit
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import OffsetCommitRequest, TxnOffsetCommitRequest, decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed, filter_allowed
@@ -24,14 +25,14 @@ def partition_exists(broker: Broker) -> Any:
     return check
 
 
-def offset_commits(req: Any) -> list[OffsetCommit]:
+def offset_commits(req: OffsetCommitRequest | TxnOffsetCommitRequest) -> list[OffsetCommit]:
     """The offsets of an OffsetCommit or TxnOffsetCommit request."""
     return [
         OffsetCommit(
             t.name,
             p.partition_index,
             p.committed_offset,
-            getattr(p, "committed_leader_epoch", -1),
+            p.committed_leader_epoch,
             p.committed_metadata,
         )
         for t in req.topics
@@ -57,7 +58,7 @@ def commit_denials(
 
 async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.OFFSET_COMMIT, v, hdr.body)
+    req = decode_request(ApiKey.OFFSET_COMMIT, v, hdr.body)
     commits = offset_commits(req)
     results, allowed_commits = commit_denials(broker, req.group_id, commits)
     if allowed_commits is not None:
@@ -66,7 +67,7 @@ async def handle_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | Non
                 req.group_id,
                 req.generation_id_or_member_epoch,
                 req.member_id,
-                getattr(req, "group_instance_id", None),
+                req.group_instance_id,
                 allowed_commits,
                 partition_exists(broker),
                 api_version=v,
@@ -132,7 +133,7 @@ def _fetch_group(
 
 async def handle_offset_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.OFFSET_FETCH, v, hdr.body)
+    req = decode_request(ApiKey.OFFSET_FETCH, v, hdr.body)
     if v >= 8:
         groups = []
         for g in req.groups:
@@ -149,7 +150,7 @@ async def handle_offset_fetch(broker: Broker, hdr: RequestHeader) -> Body | None
 
 async def handle_offset_delete(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.OFFSET_DELETE, v, hdr.body)
+    req = decode_request(ApiKey.OFFSET_DELETE, v, hdr.body)
     wanted = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
     results: dict[tuple[str, int], ErrorCode] = {}
     if not allowed(broker, Operation.DELETE, ResourceType.GROUP, req.group_id):

@@ -7,6 +7,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed
@@ -18,14 +19,14 @@ _EPOCH_MAX = 32767
 
 async def handle_init_producer_id(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
-    req = messages.decode_request(ApiKey.INIT_PRODUCER_ID, version, hdr.body)
+    req = decode_request(ApiKey.INIT_PRODUCER_ID, version, hdr.body)
     fields: dict[str, object] = {
         "throttle_time_ms": 0,
         "error_code": 0,
         "producer_id": -1,
         "producer_epoch": -1,
     }
-    pid, epoch = getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1)
+    pid, epoch = req.producer_id, req.producer_epoch
     if req.transactional_id is not None:
         if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
             fields["error_code"] = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

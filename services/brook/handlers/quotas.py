@@ -10,6 +10,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 from brook.security.quotas import ENTITY_TYPES, Entity, check_entity, entity_key, parse_entity_key
 
@@ -51,7 +52,7 @@ def _matches(entity: Entity, components: list[Any], strict: bool) -> bool:
 
 
 async def handle_describe_client_quotas(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.DESCRIBE_CLIENT_QUOTAS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_CLIENT_QUOTAS, hdr.api_version, hdr.body)
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": []}
     types = [c.entity_type for c in req.components]
     # Kafka's checks in its order; a refusal answers null entries.
@@ -99,7 +100,7 @@ def _changed(current: dict[str, str], ops: list[Any]) -> dict[str, str]:
 
 
 async def handle_alter_client_quotas(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.ALTER_CLIENT_QUOTAS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.ALTER_CLIENT_QUOTAS, hdr.api_version, hdr.body)
     may = allowed_cluster(broker, Operation.ALTER_CONFIGS)
     stored = _stored(broker)
     results: list[dict[str, Any]] = []

@@ -9,6 +9,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import CLUSTER_DENIED, Operation, allowed_cluster
@@ -17,7 +18,7 @@ from .context import Body
 
 async def handle_alter_partition_reassignments(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, hdr.body)
+    req = decode_request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, hdr.body)
     if not allowed_cluster(broker, Operation.ALTER):
         return messages.encode_response(ApiKey.ALTER_PARTITION_REASSIGNMENTS, v, CLUSTER_DENIED)
     responses: list[dict[str, Any]] = []
@@ -45,7 +46,7 @@ async def handle_alter_partition_reassignments(broker: Broker, hdr: RequestHeade
 
 async def handle_list_partition_reassignments(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, v, hdr.body)
+    req = decode_request(ApiKey.LIST_PARTITION_REASSIGNMENTS, v, hdr.body)
     if not allowed_cluster(broker, Operation.DESCRIBE):
         return messages.encode_response(ApiKey.LIST_PARTITION_REASSIGNMENTS, v, CLUSTER_DENIED)
     wanted = None if req.topics is None else {(t.name, i) for t in req.topics for i in t.partition_indexes}

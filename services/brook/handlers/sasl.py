@@ -14,6 +14,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 from brook.security.sasl import MECHANISMS, AuthenticationFailed, SaslSession
 
@@ -27,7 +28,7 @@ SASL_SESSION: contextvars.ContextVar[SaslSession | None] = contextvars.ContextVa
 
 
 async def handle_sasl_handshake(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.SASL_HANDSHAKE, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.SASL_HANDSHAKE, hdr.api_version, hdr.body)
     session = SASL_SESSION.get()
     if session is None:
         code, enabled = ErrorCode.ILLEGAL_SASL_STATE, []
@@ -46,7 +47,7 @@ async def handle_sasl_handshake(broker: Broker, hdr: RequestHeader) -> Body | No
 
 
 async def handle_sasl_authenticate(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.SASL_AUTHENTICATE, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.SASL_AUTHENTICATE, hdr.api_version, hdr.body)
     session = SASL_SESSION.get()
     fields: dict[str, object] = {
         "error_code": ErrorCode.NONE,

@@ -18,6 +18,7 @@ from brook.metadata import ScramCredential
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import CLUSTER_DENIED, Operation, allowed_cluster
@@ -37,7 +38,7 @@ def scram_credential(mechanism: int, salt: bytes, salted_password: bytes, iterat
 
 
 async def handle_describe_user_scram_credentials(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, hdr.api_version, hdr.body)
     if not allowed_cluster(broker, Operation.DESCRIBE):
         return messages.encode_response(
             ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, hdr.api_version, CLUSTER_DENIED
@@ -85,7 +86,7 @@ def _check(user: str, mechanism: int, iterations: int | None) -> tuple[ErrorCode
 
 
 async def handle_alter_user_scram_credentials(broker: Broker, hdr: RequestHeader) -> Body | None:
-    req = messages.decode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, hdr.api_version, hdr.body)
+    req = decode_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, hdr.api_version, hdr.body)
     # Kafka refuses a (user, mechanism) pair named twice; one user may alter several mechanisms.
     pairs = Counter(
         [(d.name, d.mechanism) for d in req.deletions] + [(u.name, u.mechanism) for u in req.upsertions]

@@ -20,6 +20,7 @@ from brook.protocol import messages
 from brook.protocol.batch import HEADER_SIZE, parse_header
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import ShareFetchRequest, decode_request
 from brook.protocol.versions import ApiKey
 from brook.share.coordinator import FINAL_EPOCH, INITIAL_EPOCH, ShareSession
 from brook.share.partition import Acquired, FetchedBatch, SharePartition, ShareSettings
@@ -172,7 +173,7 @@ def _session_targets(broker: Broker, session: ShareSession) -> list[_Target]:
 
 async def handle_share_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.SHARE_FETCH, v, hdr.body)
+    req = decode_request(ApiKey.SHARE_FETCH, v, hdr.body)
     group, member = req.group_id or "", req.member_id or ""
     settings = broker.share.settings_of(group)
 
@@ -196,9 +197,9 @@ async def handle_share_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
         session = broker.share.session(group, member, epoch)
     except KafkaError as e:
         return top(e.code, e.message)
-    for ft in req.forgotten_topics_data:
-        for index in ft.partitions:
-            session.partitions.pop((uuid_bytes(ft.topic_id), index), None)
+    for forgotten in req.forgotten_topics_data:
+        for index in forgotten.partitions:
+            session.partitions.pop((uuid_bytes(forgotten.topic_id), index), None)
     if epoch != FINAL_EPOCH:
         for ft in req.topics:
             for fp in ft.partitions:
@@ -217,7 +218,7 @@ async def handle_share_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
         broker.share.wake()  # released records may go to another member's waiting fetch
     if epoch == FINAL_EPOCH:
         changed.update(broker.share.close_session(session))
-    elif not getattr(req, "is_renew_ack", False):
+    elif not req.is_renew_ack:
         await _fetch(broker, req, v, session, entries, changed)
     await broker.share.persist(changed)
     topics: dict[bytes, list[dict[str, Any]]] = {}
@@ -235,7 +236,7 @@ async def handle_share_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
 
 async def _fetch(
     broker: Broker,
-    req: Any,
+    req: ShareFetchRequest,
     v: int,
     session: ShareSession,
     entries: dict[_Tp, dict[str, Any]],
@@ -310,7 +311,7 @@ async def _fetch(
 
 async def handle_share_acknowledge(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.SHARE_ACKNOWLEDGE, v, hdr.body)
+    req = decode_request(ApiKey.SHARE_ACKNOWLEDGE, v, hdr.body)
     group, member = req.group_id or "", req.member_id or ""
     settings = broker.share.settings_of(group)
 

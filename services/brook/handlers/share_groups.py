@@ -8,6 +8,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 from brook.share.group import ASSIGNOR, ShareHeartbeat
 
@@ -30,7 +31,7 @@ def other_group_type(broker: Broker, group_id: str) -> str | None:
 
 async def handle_share_group_heartbeat(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.SHARE_GROUP_HEARTBEAT, v, hdr.body)
+    req = decode_request(ApiKey.SHARE_GROUP_HEARTBEAT, v, hdr.body)
 
     def error(code: ErrorCode, message: str | None = None) -> bytes:
         return messages.encode_response(
@@ -74,7 +75,7 @@ async def handle_share_group_heartbeat(broker: Broker, hdr: RequestHeader) -> Bo
 
 async def handle_share_group_describe(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.SHARE_GROUP_DESCRIBE, v, hdr.body)
+    req = decode_request(ApiKey.SHARE_GROUP_DESCRIBE, v, hdr.body)
     names = {t.topic_id: name for name, t in broker.replicas.topics().items()}
     out: list[dict[str, Any]] = []
     for gid in req.group_ids:

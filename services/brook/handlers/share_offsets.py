@@ -13,6 +13,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 from brook.share.state_records import ShareKey
 
@@ -37,7 +38,7 @@ def _check_group(broker: Broker, group_id: str, operation: Operation) -> None:
 
 async def handle_describe_share_group_offsets(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, v, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, v, hdr.body)
     out: list[dict[str, Any]] = []
     for g in req.groups:
         try:
@@ -94,7 +95,7 @@ def _lag(broker: Broker, topic: str, index: int, start: int, done: int) -> int:
 
 async def handle_alter_share_group_offsets(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, v, hdr.body)
+    req = decode_request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, v, hdr.body)
     try:
         _check_group(broker, req.group_id, Operation.READ)
         broker.share.groups.check_empty(req.group_id)
@@ -128,7 +129,7 @@ async def handle_alter_share_group_offsets(broker: Broker, hdr: RequestHeader) -
 
 async def handle_delete_share_group_offsets(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, v, hdr.body)
+    req = decode_request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, v, hdr.body)
     try:
         _check_group(broker, req.group_id, Operation.DELETE)
         if req.group_id not in broker.share.groups.groups:

@@ -8,6 +8,7 @@ from brook.broker.broker import Broker
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed, may_create_topic, require
@@ -18,7 +19,7 @@ from .dynamic_configs import dynamic_topic_defaults
 
 async def handle_create_topics(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
-    req = messages.decode_request(ApiKey.CREATE_TOPICS, version, hdr.body)
+    req = decode_request(ApiKey.CREATE_TOPICS, version, hdr.body)
     results: list[dict[str, Any]] = []
     # A name given twice is refused once, and neither copy created (Kafka's ControllerApis).
     names = [t.name for t in req.topics]
@@ -102,7 +103,7 @@ def _manual_assignment(t: Any) -> list[list[int]]:
 
 async def handle_delete_topics(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
-    req = messages.decode_request(ApiKey.DELETE_TOPICS, version, hdr.body)
+    req = decode_request(ApiKey.DELETE_TOPICS, version, hdr.body)
     targets: list[tuple[str | None, bytes]] = []
     if version >= 6:
         targets = [(t.name, uuid_bytes(t.topic_id)) for t in req.topics]
@@ -148,7 +149,7 @@ async def handle_delete_topics(broker: Broker, hdr: RequestHeader) -> Body | Non
 
 async def handle_create_partitions(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
-    req = messages.decode_request(ApiKey.CREATE_PARTITIONS, version, hdr.body)
+    req = decode_request(ApiKey.CREATE_PARTITIONS, version, hdr.body)
     names = [t.name for t in req.topics]
     duplicates = {n for n in names if names.count(n) > 1}
     results: list[dict[str, Any]] = [_duplicate(n) for n in sorted(duplicates)]

@@ -13,6 +13,7 @@ from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
+from brook.protocol.requests import AddPartitionsToTxnRequest, decode_request
 from brook.protocol.versions import ApiKey
 from brook.transactions.state import TxnState
 
@@ -30,9 +31,9 @@ def fenced_for(code: ErrorCode, version: int, first_version: int) -> ErrorCode:
 
 async def handle_add_partitions_to_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.ADD_PARTITIONS_TO_TXN, v, hdr.body)
+    req = decode_request(ApiKey.ADD_PARTITIONS_TO_TXN, v, hdr.body)
     if v >= 4:
-        return _verify_partitions_in_txn(broker, req)
+        return _verify_partitions_in_txn(broker, req, v)
     wanted = [(t.name, p) for t in req.v3_and_below_topics for p in t.partitions]
     results: dict[tuple[str, int], ErrorCode] = {}
     # WRITE on the transactional id, then on each topic (Kafka's order); nothing is added if any fails.
@@ -81,7 +82,7 @@ def _topic_results(codes: dict[tuple[str, int], ErrorCode]) -> list[dict[str, An
     return [{"name": t, "results_by_partition": ps} for t, ps in by_topic.items()]
 
 
-def _verify_partitions_in_txn(broker: Broker, req: Any) -> Body:
+def _verify_partitions_in_txn(broker: Broker, req: AddPartitionsToTxnRequest, v: int) -> Body:
     """AddPartitionsToTxn v4, broker to broker (KIP-890, brook.broker.txn_verification): are the
     partitions in each transaction? Only verification: Brook offers no transaction version 2, whose
     leaders add partitions themselves."""
@@ -103,14 +104,14 @@ def _verify_partitions_in_txn(broker: Broker, req: Any) -> Body:
         results.append({"transactional_id": txn.transactional_id, "topic_results": _topic_results(codes)})
     return messages.encode_response(
         ApiKey.ADD_PARTITIONS_TO_TXN,
-        req.version,
+        v,
         {"throttle_time_ms": 0, "error_code": top, "results_by_transaction": results},
     )
 
 
 async def handle_add_offsets_to_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.ADD_OFFSETS_TO_TXN, v, hdr.body)
+    req = decode_request(ApiKey.ADD_OFFSETS_TO_TXN, v, hdr.body)
     code = ErrorCode.NONE
     try:
         if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
@@ -129,7 +130,7 @@ async def handle_add_offsets_to_txn(broker: Broker, hdr: RequestHeader) -> Body 
 
 async def handle_end_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.END_TXN, v, hdr.body)
+    req = decode_request(ApiKey.END_TXN, v, hdr.body)
     code = ErrorCode.NONE
     try:
         if not allowed(broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
@@ -144,7 +145,7 @@ async def handle_end_txn(broker: Broker, hdr: RequestHeader) -> Body | None:
 
 async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.TXN_OFFSET_COMMIT, v, hdr.body)
+    req = decode_request(ApiKey.TXN_OFFSET_COMMIT, v, hdr.body)
     commits = offset_commits(req)
     results, allowed_commits = commit_denials(broker, req.group_id, commits)
     if allowed_commits is not None:
@@ -153,9 +154,9 @@ async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body |
                 req.group_id,
                 req.producer_id,
                 req.producer_epoch,
-                getattr(req, "generation_id", -1) if v >= 3 else -1,
-                getattr(req, "member_id", "") if v >= 3 else "",
-                getattr(req, "group_instance_id", None),
+                req.generation_id if v >= 3 else -1,
+                req.member_id if v >= 3 else "",
+                req.group_instance_id,
                 allowed_commits,
                 partition_exists(broker),
             )
@@ -175,7 +176,7 @@ async def handle_txn_offset_commit(broker: Broker, hdr: RequestHeader) -> Body |
 
 async def handle_write_txn_markers(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.WRITE_TXN_MARKERS, v, hdr.body)
+    req = decode_request(ApiKey.WRITE_TXN_MARKERS, v, hdr.body)
     out: list[dict[str, Any]] = []
     may = allowed_cluster(broker, Operation.CLUSTER_ACTION)  # only brokers write markers
     for m in req.markers:
@@ -201,7 +202,7 @@ async def handle_write_txn_markers(broker: Broker, hdr: RequestHeader) -> Body |
 
 async def handle_describe_transactions(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.DESCRIBE_TRANSACTIONS, v, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_TRANSACTIONS, v, hdr.body)
     states: list[dict[str, Any]] = []
     for tid in req.transactional_ids:
         # An error answers the schema's zeros, as Kafka's coordinator does.
@@ -234,10 +235,10 @@ async def handle_describe_transactions(broker: Broker, hdr: RequestHeader) -> Bo
 
 async def handle_list_transactions(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.LIST_TRANSACTIONS, v, hdr.body)
+    req = decode_request(ApiKey.LIST_TRANSACTIONS, v, hdr.body)
     wanted_states = set(req.state_filters or [])
     wanted_pids = set(req.producer_id_filters or [])
-    min_duration = getattr(req, "duration_filter", -1)
+    min_duration = req.duration_filter
     now = broker.transactions.now_ms()
     listed: list[dict[str, Any]] = []
     for meta in broker.transactions.list():
@@ -261,7 +262,7 @@ async def handle_list_transactions(broker: Broker, hdr: RequestHeader) -> Body |
 
 async def handle_describe_producers(broker: Broker, hdr: RequestHeader) -> Body | None:
     v = hdr.api_version
-    req = messages.decode_request(ApiKey.DESCRIBE_PRODUCERS, v, hdr.body)
+    req = decode_request(ApiKey.DESCRIBE_PRODUCERS, v, hdr.body)
     topics: list[dict[str, Any]] = []
     for t in req.topics:
         parts: list[dict[str, Any]] = []
