@@ -28,6 +28,9 @@ ANONYMOUS = "User:ANONYMOUS"
 PRINCIPAL: contextvars.ContextVar[str] = contextvars.ContextVar("principal", default=ANONYMOUS)
 # How long the connection reads no further request once this one is answered (quotas: KIP-219).
 THROTTLE_MS: contextvars.ContextVar[int] = contextvars.ContextVar("throttle_ms", default=0)
+# The connection the request arrived on, as an opaque token: share sessions end with theirs (Kafka
+# 4.1, KAFKA-19015), releasing what their member held.
+CONNECTION: contextvars.ContextVar[object | None] = contextvars.ContextVar("connection", default=None)
 # The name of the listener the request arrived on (Metadata answers with that listener's addresses).
 LISTENER_NAME: contextvars.ContextVar[str] = contextvars.ContextVar("listener_name", default="PLAINTEXT")
 

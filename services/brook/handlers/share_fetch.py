@@ -27,7 +27,7 @@ from brook.share.partition import Acquired, FetchedBatch, SharePartition, ShareS
 from brook.share.state_records import ShareKey
 
 from .authorized import Operation, ResourceType, allowed
-from .context import Body, check_leader, uuid_bytes
+from .context import CONNECTION, Body, check_leader, uuid_bytes
 
 __all__ = ["handle_share_acknowledge", "handle_share_fetch"]
 
@@ -197,6 +197,7 @@ async def handle_share_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
         session = broker.share.session(group, member, epoch)
     except KafkaError as e:
         return top(e.code, e.message)
+    session.connection = CONNECTION.get()
     for forgotten in req.forgotten_topics_data:
         for index in forgotten.partitions:
             session.partitions.pop((uuid_bytes(forgotten.topic_id), index), None)
@@ -331,6 +332,7 @@ async def handle_share_acknowledge(broker: Broker, hdr: RequestHeader) -> Body |
         session = broker.share.session(group, member, epoch)
     except KafkaError as e:
         return top(e.code, e.message)
+    session.connection = CONNECTION.get()
     changed: set[ShareKey] = set()
     topics: dict[bytes, list[dict[str, Any]]] = {}
     for ft in req.topics:

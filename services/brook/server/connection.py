@@ -21,7 +21,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
 
 from brook.broker.broker import Broker
-from brook.handlers.context import CLIENT_HOST, LISTENER_NAME, PRINCIPAL, THROTTLE_MS
+from brook.handlers.context import CLIENT_HOST, CONNECTION, LISTENER_NAME, PRINCIPAL, THROTTLE_MS
 from brook.handlers.sasl import SASL_SESSION, legacy_token
 from brook.log.file_slice import FileSlice
 from brook.protocol.fetch import RecordsRef
@@ -141,6 +141,7 @@ class Connection(asyncio.BufferedProtocol):
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
         CLIENT_HOST.set("/" + self.peer.rsplit(":", 1)[0])
+        CONNECTION.set(self)
         session = self._authentication()
         pipelined: deque[asyncio.Future[Answer]] = deque()
         try:

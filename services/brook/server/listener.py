@@ -42,6 +42,7 @@ class KafkaServer:
 
     def _closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
+        self.broker.share.connection_closed(conn)
         if conn.admitted:
             self.limits.release(conn.ip)
 

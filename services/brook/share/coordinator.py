@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,6 +57,7 @@ class ShareSession:
     member_id: str
     epoch: int = 1
     partitions: dict[tuple[bytes, int], None] = field(default_factory=dict)
+    connection: object | None = None  # the one its last request came on
 
 
 class ShareCoordinator:
@@ -78,7 +79,7 @@ class ShareCoordinator:
         self._listeners: set[WakeListener] = set()
         self.retired = Counts()  # counts of share-partitions no longer here
         self._task: asyncio.Task[None] | None = None
-        self._preloads: set[asyncio.Task[SharePartition]] = set()
+        self._background: set[asyncio.Task[object]] = set()
 
     def now_ms(self) -> int:
         return self._clock_ms()
@@ -90,7 +91,7 @@ class ShareCoordinator:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
-        for t in list(self._preloads):
+        for t in list(self._background):
             await cancel_and_wait(t)
 
     # -- share-partitions ----------------------------------------------------------------------------
@@ -136,17 +137,21 @@ class ShareCoordinator:
         always has records (released ones come back at once) would never be served."""
         if key in self.partitions or key in self._loading:
             return
-        task = asyncio.create_task(self.partition(key, initial, leader_epoch))
-        self._preloads.add(task)
-        task.add_done_callback(self._preloaded)
+        self._in_background(self.partition(key, initial, leader_epoch), "load a share-partition")
 
-    def _preloaded(self, task: asyncio.Task[SharePartition]) -> None:
-        self._preloads.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            # The next fetch of the partition loads it again and answers the error.
-            log.debug("share-partition load failed: %s", task.exception())
-        else:
-            self.wake()
+    def _in_background(self, work: Coroutine[object, object, object], what: str) -> None:
+        task: asyncio.Task[object] = asyncio.create_task(work)
+        self._background.add(task)
+
+        def done(t: asyncio.Task[object]) -> None:
+            self._background.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                # A load is tried again by the next fetch; a lost write by the next change's.
+                log.info("could not %s: %s", what, t.exception())
+            else:
+                self.wake()
+
+        task.add_done_callback(done)
 
     async def lookup(self, key: ShareKey) -> SharePartition | None:
         """The share-partition of `key` if it has state (here or stored), without creating one."""
@@ -264,6 +269,14 @@ class ShareCoordinator:
         if changed:
             self.wake()
         return changed
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection ended: its share sessions end as a final-epoch request would, their
+        members' acquired records released for others at once instead of when their locks expire."""
+        sessions = [s for s in self.sessions.values() if s.connection is connection]
+        changed = [key for s in sessions for key in self.close_session(s)]
+        if changed:
+            self._in_background(self.persist(changed), "store released share records")
 
     # -- waiting fetches -----------------------------------------------------------------------------
     def listen(self, w: WakeListener) -> None:
