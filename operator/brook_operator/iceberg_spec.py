@@ -4,6 +4,7 @@ warehouse, extra catalog properties, the registry of the `schema` value mode) an
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,7 +18,16 @@ TOPIC_FIELDS = {
     "valueMode": "brook.iceberg.value.mode",
     "partitionSpec": "brook.iceberg.partition.spec",
 }
-_CLUSTER_FIELDS = {"catalogUri", "warehouse", "schemaRegistryUrl", "properties"}
+_CLUSTER_FIELDS = {"catalogUri", "warehouse", "schemaRegistryUrl", "properties", "secretProperties"}
+_SECRET_PROPERTY = re.compile(r"^[a-z0-9]+([.-][a-z0-9]+)*$")  # pyiceberg's: s3.secret-access-key, token
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    """A catalog property's value from a key of a Secret in the Cluster's namespace."""
+
+    name: str
+    key: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +36,19 @@ class ClusterIceberg:
     warehouse: str | None = None
     schema_registry_url: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
+    secret_properties: Mapping[str, SecretRef] = field(default_factory=dict)
+
+    def secret_env(self) -> list[dict[str, Any]]:
+        """The broker container's variables for `secretProperties`: pyiceberg reads a property of the
+        catalog named brook from PYICEBERG_CATALOG__BROOK__<NAME> (dots as __, dashes as _), so the
+        values come from the Secret straight into the broker, never into a ConfigMap."""
+        return [
+            {
+                "name": "PYICEBERG_CATALOG__BROOK__" + prop.replace(".", "__").replace("-", "_").upper(),
+                "valueFrom": {"secretKeyRef": {"name": ref.name, "key": ref.key}},
+            }
+            for prop, ref in sorted(self.secret_properties.items())
+        ]
 
     def broker_env(self, own_registry_port: int | None) -> dict[str, str]:
         """The brokers' settings (`brook broker` flags as BROOK_* variables). Without a registry URL the
@@ -75,7 +98,31 @@ def parse_cluster_iceberg(raw: Any, path: str, errors: list[str]) -> ClusterIceb
         _text(raw, "warehouse", path, errors),
         _text(raw, "schemaRegistryUrl", path, errors),
         dict(props),
+        _secret_properties(raw.get("secretProperties"), f"{path}.secretProperties", set(props), errors),
     )
+
+
+def _secret_properties(raw: Any, path: str, plain: set[str], errors: list[str]) -> dict[str, SecretRef]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        errors.append(f"{path} must map catalog properties to {{name, key}} of a Secret")
+        return {}
+    out: dict[str, SecretRef] = {}
+    for prop, ref in raw.items():
+        if not isinstance(prop, str) or not _SECRET_PROPERTY.match(prop):
+            errors.append(f"{path}: '{prop}' is not a catalog property name (lower case, dots, dashes)")
+        elif prop in plain:
+            errors.append(f"{path}.{prop} is also in properties: give it in one place")
+        elif not (
+            isinstance(ref, Mapping)
+            and set(ref) == {"name", "key"}
+            and all(isinstance(v, str) and v for v in ref.values())
+        ):
+            errors.append(f"{path}.{prop} must be {{name: <Secret>, key: <key in it>}}")
+        else:
+            out[prop] = SecretRef(ref["name"], ref["key"])
+    return out
 
 
 def topic_configs(raw: Any, path: str, errors: list[str]) -> dict[str, str]:

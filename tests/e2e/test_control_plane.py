@@ -165,6 +165,11 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         _with(CLUSTER, autoscaling={"enabled": True}),
         "autoscaling.enabled needs maxReplicas, prometheusUrl and targets",
     ),
+    (
+        "iceberg-secret-without-key",
+        _with(CLUSTER, iceberg={"secretProperties": {"token": {"name": "polaris"}}}),
+        "spec.iceberg.secretProperties.token.key: Required value",
+    ),
     ("topic-partitions", _with(TOPIC, partitions=0), "spec.partitions: Invalid value: 0"),
     ("topic-name", _with(TOPIC, topicName="has space"), "spec.topicName"),
     ("topic-cluster-required", {**TOPIC, "spec": {"partitions": 3}}, "spec.cluster: Required value"),
@@ -197,6 +202,13 @@ def test_valid_specs_are_accepted_and_defaulted(manifests: Kube) -> None:
         {"name": "plain", "port": 9092, "type": "internal", "tls": False, "authentication": "none"}
     ]
     assert spec["certificates"]["renewBeforeDays"] == 30 and spec["autoscaling"]["enabled"] is False
+    # Kept, not pruned: the operator reads these from the stored object.
+    secret = {"s3.secret-access-key": {"name": "lake", "key": "secret"}}
+    cluster = _with(CLUSTER, iceberg={"warehouse": "s3://lake/brook", "secretProperties": secret})
+    out = kube.kubectl(
+        "create", "--dry-run=server", "-n", NS, "-f", "-", "-o", "json", input=json.dumps(cluster)
+    )
+    assert json.loads(out.stdout)["spec"]["iceberg"]["secretProperties"] == secret
 
 
 def test_immutable_fields_are_refused_on_update(manifests: Kube) -> None:

@@ -214,6 +214,7 @@ def broker_container(cluster: str, namespace: str, spec: ClusterSpec, image: str
     ]
     if spec.rack_topology_key is not None:
         env.append({"name": "BROOK_RACK_FILE", "value": names.RACK_FILE})
+    env += spec.iceberg.secret_env()
     if spec.rack_topology_key is not None or security.needs_advertise(spec):
         mounts.append({"name": "rack", "mountPath": names.RACK_DIR, "readOnly": True})
     mounts += [m for m in security.broker_mounts(spec) if m["name"] != "rack"]

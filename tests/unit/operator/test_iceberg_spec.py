@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from brook_operator.resources.broker import broker_env_config
+from brook_operator.resources.broker import broker_container, broker_env_config
 from brook_operator.spec import SpecError, parse_cluster, parse_topic
 
 from .crd_defaults import schema
@@ -83,4 +83,64 @@ def test_the_crds_know_the_fields() -> None:
     topic = schema("topics")["properties"]["spec"]["properties"]["iceberg"]["properties"]
     assert set(topic) == {"enabled", "namespace", "table", "commitIntervalMs", "valueMode", "partitionSpec"}
     cluster = schema("clusters")["properties"]["spec"]["properties"]["iceberg"]["properties"]
-    assert set(cluster) == {"catalogUri", "warehouse", "schemaRegistryUrl", "properties"}
+    assert set(cluster) == {"catalogUri", "warehouse", "schemaRegistryUrl", "properties", "secretProperties"}
+    ref = cluster["secretProperties"]["additionalProperties"]
+    assert ref["required"] == ["name", "key"] and set(ref["properties"]) == {"name", "key"}
+
+
+def test_secret_properties_reach_the_broker_from_the_secret() -> None:
+    """An S3 key or a REST catalog token comes from a Secret into the broker container's environment
+    under pyiceberg's name for the property of the catalog `brook`, never into the ConfigMap."""
+    spec = parse_cluster(
+        "demo",
+        {
+            "replicas": 1,
+            "iceberg": {
+                "warehouse": "s3://lake/brook",
+                "secretProperties": {
+                    "s3.access-key-id": {"name": "lake", "key": "id"},
+                    "s3.secret-access-key": {"name": "lake", "key": "secret"},
+                    "token": {"name": "polaris", "key": "token"},
+                },
+            },
+        },
+    )
+    env = {e["name"]: e for e in broker_container("demo", "ns", spec, "brook:dev")["env"]}
+    assert env["PYICEBERG_CATALOG__BROOK__S3__ACCESS_KEY_ID"]["valueFrom"] == {
+        "secretKeyRef": {"name": "lake", "key": "id"}
+    }
+    assert env["PYICEBERG_CATALOG__BROOK__S3__SECRET_ACCESS_KEY"]["valueFrom"] == {
+        "secretKeyRef": {"name": "lake", "key": "secret"}
+    }
+    assert env["PYICEBERG_CATALOG__BROOK__TOKEN"]["valueFrom"] == {
+        "secretKeyRef": {"name": "polaris", "key": "token"}
+    }
+    assert not any("secret" in v.lower() for v in broker_env_config("demo", "ns", spec, []).values())
+
+
+def test_pyiceberg_reads_the_variables_as_the_properties(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The variable names are the ones pyiceberg's own configuration turns back into the properties."""
+    from pyiceberg.utils.config import Config
+
+    spec = parse_cluster(
+        "demo",
+        {"replicas": 1, "iceberg": {"secretProperties": {"s3.secret-access-key": {"name": "s", "key": "k"}}}},
+    )
+    for e in spec.iceberg.secret_env():
+        monkeypatch.setenv(e["name"], "from-the-secret")
+    assert Config().get_catalog_config("brook") == {"s3.secret-access-key": "from-the-secret"}
+
+
+@pytest.mark.parametrize(
+    ("secret_properties", "fragment"),
+    [
+        ({"S3.Key": {"name": "s", "key": "k"}}, "'S3.Key' is not a catalog property name"),
+        ({"token": {"name": "s"}}, r"secretProperties.token must be \{name: <Secret>, key: <key in it>\}"),
+        ({"token": "s/k"}, r"secretProperties.token must be"),
+        ({"s3.region": {"name": "s", "key": "k"}}, "s3.region is also in properties"),
+    ],
+)
+def test_bad_secret_properties_are_reported(secret_properties: dict[str, Any], fragment: str) -> None:
+    iceberg = {"properties": {"s3.region": "eu"}, "secretProperties": secret_properties}
+    with pytest.raises(SpecError, match=fragment):
+        parse_cluster("demo", {"replicas": 1, "iceberg": iceberg})
