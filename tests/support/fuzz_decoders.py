@@ -33,9 +33,9 @@ with atheris.instrument_imports():
         KafkaError,
         decode_fetch_request,
         decode_produce_request,
-        decode_request,
         parse_request,
     )
+    from brook.protocol.messages import decode_request
     from brook.protocol.versions import ApiKey
     from brook.server.dispatch import CloseConnection, dispatch
 

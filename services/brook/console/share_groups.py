@@ -12,7 +12,6 @@ import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from brook.protocol import messages
 from brook.protocol.errors import ErrorCode
 from brook.protocol.frames import parse_response_header, request_frame
 from brook.protocol.versions import ApiKey, response_is_flexible
@@ -47,6 +46,10 @@ class _Connection:
         self._cid = 0
 
     def call(self, api_key: int, version: int, fields: Mapping[str, Any]) -> Any:
+        # Here, not at the top: kafka-python's classes take 0.2 s to import, which every `brook`
+        # client command would pay for the share-group ones.
+        from brook.protocol import messages
+
         self._cid += 1
         body = messages.encode_request(api_key, version, fields)
         try:

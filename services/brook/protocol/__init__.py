@@ -1,7 +1,8 @@
 """Brook's sans-I/O Kafka wire codec: bytes in, Python objects out, and back.
 
 Hot paths (Produce, Fetch, ApiVersions, headers) are hand-written with struct; the control plane
-goes through kafka-python's generated classes behind `messages`.
+goes through kafka-python's generated classes behind `messages` (imported by who uses it: importing
+kafka-python's classes takes 0.2 s, which a `brook topic` command does not need).
 """
 
 from brook.protocol.api_versions import encode_api_versions_response, unsupported_api_versions_response
@@ -19,7 +20,6 @@ from brook.protocol.fetch import (
     encode_fetch_response,
 )
 from brook.protocol.frames import RequestHeader, parse_request, response_prefix
-from brook.protocol.messages import decode_request, encode_response
 from brook.protocol.primitives import CodecError, Reader, Writer
 from brook.protocol.produce import (
     PartitionProduceResult,
@@ -64,11 +64,9 @@ __all__ = [
     "chunks_size",
     "decode_fetch_request",
     "decode_produce_request",
-    "decode_request",
     "encode_api_versions_response",
     "encode_fetch_response",
     "encode_produce_response",
-    "encode_response",
     "parse_request",
     "request_is_flexible",
     "response_is_flexible",

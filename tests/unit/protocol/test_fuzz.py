@@ -17,10 +17,9 @@ from brook.protocol import (
     KafkaError,
     decode_fetch_request,
     decode_produce_request,
-    decode_request,
     parse_request,
 )
-from brook.protocol.messages import _REQUESTS
+from brook.protocol.messages import _REQUESTS, decode_request
 
 from .samples import sample
 

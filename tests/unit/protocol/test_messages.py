@@ -9,8 +9,8 @@ import pytest
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from brook.protocol import ALL_VERSIONS, ApiKey, CodecError, decode_request, encode_response
-from brook.protocol.messages import request_class, response_class
+from brook.protocol import ALL_VERSIONS, ApiKey, CodecError
+from brook.protocol.messages import decode_request, encode_response, request_class, response_class
 
 from .samples import normalize, sample
 
