@@ -147,6 +147,8 @@ class Metrics:
 class SchemaRegistry:
     enabled: bool = False  # every broker serves the registry (brook broker --schema-registry-port)
     port: int = 8081
+    tls: bool = False  # HTTPS with the brokers' certificate (valid for the bootstrap Service)
+    basic_auth: bool = False  # HTTP basic auth against the SCRAM users (a SASL_PLAINTEXT listener)
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,6 +352,8 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
     registry = SchemaRegistry(
         enabled=r.bool_(sr, "enabled", f"{p}.schemaRegistry", False),
         port=r.int_(sr, "port", f"{p}.schemaRegistry", 8081, 1024, 65535),
+        tls=r.bool_(sr, "tls", f"{p}.schemaRegistry", False),
+        basic_auth=r.bool_(sr, "basicAuth", f"{p}.schemaRegistry", False),
     )
     if registry.enabled:
         taken = {li.port for li in listeners} | {metrics.port}
@@ -358,6 +362,16 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         # The registry is a Kafka client of its own broker and speaks PLAINTEXT to it.
         if not any(not li.tls and li.authentication == "none" for li in listeners):
             r.errors.append(f"{p}.schemaRegistry needs a listener without TLS and authentication")
+        if registry.tls and not any(li.tls for li in listeners):
+            r.errors.append(f"{p}.schemaRegistry.tls uses the brokers' certificate: give a listener tls true")
+        # The registry checks a user:password by logging in over SASL_PLAINTEXT with SCRAM.
+        if registry.basic_auth and not any(
+            not li.tls and li.authentication == "scram-sha-512" for li in listeners
+        ):
+            r.errors.append(
+                f"{p}.schemaRegistry.basicAuth needs a listener with authentication scram-sha-512 "
+                "and tls false"
+            )
 
     autoscaling = _parse_autoscaling(r, s, p)
     config = r.config(s, "config", p)

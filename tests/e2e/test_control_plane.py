@@ -204,11 +204,17 @@ def test_valid_specs_are_accepted_and_defaulted(manifests: Kube) -> None:
     assert spec["certificates"]["renewBeforeDays"] == 30 and spec["autoscaling"]["enabled"] is False
     # Kept, not pruned: the operator reads these from the stored object.
     secret = {"s3.secret-access-key": {"name": "lake", "key": "secret"}}
-    cluster = _with(CLUSTER, iceberg={"warehouse": "s3://lake/brook", "secretProperties": secret})
+    registry = {"enabled": True, "port": 8081, "tls": True, "basicAuth": True}
+    cluster = _with(
+        CLUSTER,
+        iceberg={"warehouse": "s3://lake/brook", "secretProperties": secret},
+        schemaRegistry=registry,
+    )
     out = kube.kubectl(
         "create", "--dry-run=server", "-n", NS, "-f", "-", "-o", "json", input=json.dumps(cluster)
     )
-    assert json.loads(out.stdout)["spec"]["iceberg"]["secretProperties"] == secret
+    stored = json.loads(out.stdout)["spec"]
+    assert stored["iceberg"]["secretProperties"] == secret and stored["schemaRegistry"] == registry
 
 
 def test_immutable_fields_are_refused_on_update(manifests: Kube) -> None:

@@ -47,9 +47,17 @@ def broker_env_config(
     }
     if spec.schema_registry.enabled:
         env["BROOK_SCHEMA_REGISTRY_PORT"] = str(spec.schema_registry.port)
+        if spec.schema_registry.tls:
+            env["BROOK_SCHEMA_REGISTRY_SSL_CERTFILE"] = f"{security.TLS_DIR}/tls.crt"
+            env["BROOK_SCHEMA_REGISTRY_SSL_KEYFILE"] = f"{security.TLS_DIR}/tls.key"
+        if spec.schema_registry.basic_auth:
+            env["BROOK_SCHEMA_REGISTRY_BASIC_AUTH"] = "true"
     if etcd_endpoints:
         env["BROOK_ETCD_ENDPOINTS"] = ",".join(etcd_endpoints)
-    registry = spec.schema_registry.port if spec.schema_registry.enabled else None
+    # The schema value mode of Iceberg topics reads each broker's own registry over plain HTTP: not one
+    # behind HTTPS (its certificate names the Services, not 127.0.0.1) or basic auth.
+    sr = spec.schema_registry
+    registry = sr.port if sr.enabled and not (sr.tls or sr.basic_auth) else None
     env.update(spec.iceberg.broker_env(registry))
     env.update(security.config(cluster, spec))
     env.update(etcd_client.config(spec))

@@ -409,6 +409,26 @@ def test_every_built_manifest_is_a_valid_kubernetes_object(spec: dict[str, Any],
         kubernetes_validate.validate(m, version, strict=True)
 
 
+def test_a_registry_with_https_and_basic_auth_uses_the_brokers_certificate_and_scram_users() -> None:
+    """schemaRegistry.tls: the brokers' certificate (mounted for their TLS listeners, valid for the
+    bootstrap Service) serves HTTPS; basicAuth: logins are checked against the SCRAM users. Iceberg's
+    schema value mode then needs its own schemaRegistryUrl (no plain-HTTP registry on 127.0.0.1)."""
+    listeners = [
+        {"name": "plain", "port": 9092},
+        {"name": "sasl", "port": 9093, "authentication": "scram-sha-512"},
+        {"name": "tls", "port": 9094, "tls": True},
+    ]
+    registry = {"enabled": True, "tls": True, "basicAuth": True}
+    objs = build({"replicas": 1, "listeners": listeners, "schemaRegistry": registry})
+    env = objs["ConfigMap/demo-config"]["data"]
+    assert env["BROOK_SCHEMA_REGISTRY_SSL_CERTFILE"] == "/etc/brook/tls/tls.crt"
+    assert env["BROOK_SCHEMA_REGISTRY_SSL_KEYFILE"] == "/etc/brook/tls/tls.key"
+    assert env["BROOK_SCHEMA_REGISTRY_BASIC_AUTH"] == "true"
+    assert "BROOK_ICEBERG_SCHEMA_REGISTRY_URL" not in env
+    mounts = {m["mountPath"] for m in container(objs["StatefulSet/demo-broker"])["volumeMounts"]}
+    assert "/etc/brook/tls" in mounts
+
+
 def test_pod_revision_ignores_its_own_annotation() -> None:
     tpl = broker.pod_template("demo", "kafka", ClusterSpec(replicas=1), IMAGE, {"A": "1"})
     rev = tpl["metadata"]["annotations"][names.REVISION_ANNOTATION]
@@ -427,6 +447,8 @@ def test_the_schema_registry_is_served_by_every_broker_behind_the_bootstrap_serv
         "targetPort": "schema-registry",
         "protocol": "TCP",
     }
+    assert "BROOK_SCHEMA_REGISTRY_SSL_CERTFILE" not in objs["ConfigMap/demo-config"]["data"]
+    assert "BROOK_SCHEMA_REGISTRY_BASIC_AUTH" not in objs["ConfigMap/demo-config"]["data"]
     off = build({"replicas": 1})
     assert "BROOK_SCHEMA_REGISTRY_PORT" not in off["ConfigMap/demo-config"]["data"]
     assert "schema-registry" not in {p["name"] for p in off["Service/demo-bootstrap"]["spec"]["ports"]}
