@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -17,6 +18,7 @@ from brook.metadata import (
     EtcdClient,
     KeyLayout,
 )
+from brook.metadata.kv import Put
 from tests.support.etcd import cluster_name, etcd_process, eventually, run
 
 # Leases long enough that a loaded machine does not miss a keep-alive; generous deadlines.
@@ -110,3 +112,31 @@ def test_lost_lease_re_registers_and_membership_watch_sees_it(etcd: EtcdProcess)
             await reg.deregister()
 
     run(scenario(), timeout=90)
+
+
+def test_a_lease_gone_before_the_registration_is_replaced(etcd: EtcdProcess) -> None:
+    """The lease lapses between its grant and the registration's write (a stalled start-up, or etcd
+    killed and restarted: in the soak a broker exited on etcd's "requested lease not found"). The
+    registration takes a new lease and goes on."""
+
+    async def scenario() -> None:
+        layout = KeyLayout(cluster_name())
+        async with EtcdClient(etcd.endpoint) as client:
+            real_txn = client.txn
+            revoked: list[int] = []
+
+            async def txn(compares: Any, success: Any, failure: Any = ()) -> Any:
+                leases = [op.lease for op in success if isinstance(op, Put) and op.lease]
+                if leases and not revoked:
+                    revoked.append(leases[0])
+                    await client.revoke_lease(leases[0])  # gone in etcd, as if it had expired
+                return await real_txn(compares, success, failure)
+
+            client.txn = txn  # type: ignore[method-assign]
+            r = BrokerRegistry(client, layout, BrokerInfo(7, "10.0.0.7", 9092, None), ttl=TTL)
+            await r.register()
+            assert revoked and r.lease_id is not None and r.lease_id != revoked[0]
+            assert set(await r.live_brokers()) == {7}
+            await r.deregister()
+
+    run(scenario(), timeout=60)

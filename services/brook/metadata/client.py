@@ -24,7 +24,7 @@ from aetcd import rpc  # type: ignore[import-untyped,unused-ignore]
 from brook.tasks import raise_if_cancelling
 
 from .channel import EtcdAuth, SecureAetcdClient
-from .errors import CompactedError, EtcdAuthError, EtcdUnavailableError, MetadataError
+from .errors import CompactedError, EtcdAuthError, EtcdUnavailableError, LeaseNotFoundError, MetadataError
 from .kv import (
     Compare,
     Delete,
@@ -253,6 +253,8 @@ class EtcdClient:
                     continue
                 if not _unavailable(e):
                     if isinstance(e, aetcd.ClientError):
+                        if "requested lease not found" in str(e):
+                            raise LeaseNotFoundError(f"etcd: {e}") from e
                         raise MetadataError(f"etcd: {e}") from e
                     raise
                 self._failover(client)

@@ -25,6 +25,10 @@ class CompactedError(MetadataError):
         self.compact_revision = compact_revision
 
 
+class LeaseNotFoundError(MetadataError):
+    """A write under a lease etcd no longer has (it expired, e.g. while etcd restarted)."""
+
+
 class BrokerIdInUseError(MetadataError):
     """Another live broker is registered under the same broker id."""
 

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from brook.tasks import cancel_and_wait
 
 from .client import EtcdClient
-from .errors import BrokerIdInUseError, EtcdUnavailableError, MetadataError
+from .errors import BrokerIdInUseError, EtcdUnavailableError, LeaseNotFoundError, MetadataError
 from .keys import KeyLayout
 from .kv import Compare, EventType, Get, KeyValue, Put, RangeResult
 from .lease import KeptLease
@@ -102,11 +102,22 @@ class BrokerRegistry:
         lease = await KeptLease.grant(self._client, self.ttl)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_for_stale
+        leases = 1
         try:
             while True:
-                r = await self._client.txn(
-                    [Compare.absent(key)], [Put(key, self._broker.to_json(), lease.id)], [Get(key)]
-                )
+                try:
+                    r = await self._client.txn(
+                        [Compare.absent(key)], [Put(key, self._broker.to_json(), lease.id)], [Get(key)]
+                    )
+                except LeaseNotFoundError:
+                    # The lease lapsed between its grant and this write (a stalled start-up, etcd killed
+                    # and restarted: seen in the soak, where the broker exited): a new one, a few times.
+                    if leases >= 5:
+                        raise
+                    await lease.revoke()
+                    lease = await KeptLease.grant(self._client, self.ttl)
+                    leases += 1
+                    continue
                 if r.succeeded:
                     break
                 holder = r.gets[0][0] if r.gets and r.gets[0] else None
