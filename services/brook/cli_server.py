@@ -31,7 +31,7 @@ from brook.dev.up import dev_up
 from brook.groups import GroupSettings
 from brook.groups.assignors import ASSIGNORS
 from brook.iceberg.ports import IcebergSettings
-from brook.metadata import EtcdAuthError
+from brook.metadata import EtcdAuthError, EtcdUnavailableError, MetadataError
 from brook.server.runner import run
 from brook.transactions import TxnSettings
 
@@ -255,6 +255,10 @@ def broker(
         run(settings, lambda s: print(f"bootstrap: {settings.advertised[0]}:{s.port}", flush=True))
     except EtcdAuthError as e:  # wrong password, untrusted certificate: say so, no traceback
         _fail(f"cannot start: {e}")
+    except MetadataError as e:  # etcd unreachable, the broker id taken, ...: one line, as above
+        logging.getLogger("brook.cli").debug("start-up failed", exc_info=True)
+        hint = " (check --etcd-endpoints / BROOK_ETCD_ENDPOINTS)"
+        _fail(f"cannot start: {e}" + (hint if isinstance(e, EtcdUnavailableError) else ""))
     except OSError as e:  # start-up: a port taken, an address that is not this machine's, ...
         if e.errno == errno.EADDRINUSE:
             _fail(

@@ -105,3 +105,18 @@ def test_a_port_in_use(tmp_path: Path) -> None:
         port = s.getsockname()[1]
         r = broker("broker", "--port", str(port), "--metrics-port", "-1", "--data-dir", str(tmp_path / "d"))
     assert r.returncode == 2 and "already in use" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_an_unreachable_etcd_is_one_line(tmp_path: Path) -> None:
+    """etcd refusing connections for the client's whole retry window (10 s): one line naming the flag."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    r = broker(
+        "broker", "--etcd-endpoints", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "d"),
+        "--port", "0", "--metrics-port", "-1",
+    )  # fmt: skip
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr
+    assert f"cannot start: etcd at 127.0.0.1:{port} is unavailable" in r.stderr
+    assert r.stderr.strip().endswith("(check --etcd-endpoints / BROOK_ETCD_ENDPOINTS)")
