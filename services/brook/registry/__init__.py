@@ -15,6 +15,7 @@ import ssl
 
 from aiohttp import web
 
+from .access import Access, Authorize
 from .auth import ScramBasicAuth, basic_auth
 from .http import RegistryApp
 from .service import Registry
@@ -31,10 +32,12 @@ class SchemaRegistry:
         client_config: dict[str, str] | None = None,
         topic: str = "_schemas",
         auth: ScramBasicAuth | None = None,
+        authorize: Authorize | None = None,
     ) -> None:
         self.store = SchemaStore(bootstrap, replication_factor, topic=topic, client_config=client_config)
         self.registry = Registry(self.store)
         self._auth = auth
+        self._access = Access(authorize) if authorize is not None else None
         self._runner: web.AppRunner | None = None
         self.host = ""
         self.port = 0
@@ -45,7 +48,7 @@ class SchemaRegistry:
         """Read `_schemas` (created when missing), then listen on host:port (0: a free port)."""
         await self.store.start()
         runner = web.AppRunner(
-            RegistryApp(self.registry).app([basic_auth(self._auth)] if self._auth else []),
+            RegistryApp(self.registry, self._access).app([basic_auth(self._auth)] if self._auth else []),
             access_log=None,
             handle_signals=False,
         )
@@ -70,4 +73,4 @@ class SchemaRegistry:
         await self.store.stop()
 
 
-__all__ = ["Registry", "SchemaRegistry", "SchemaStore", "ScramBasicAuth"]
+__all__ = ["Authorize", "Registry", "SchemaRegistry", "SchemaStore", "ScramBasicAuth"]

@@ -96,10 +96,12 @@ def basic_auth(auth: ScramBasicAuth) -> Any:
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if await auth.user(request.headers.get("Authorization")) is None:
+        user = await auth.user(request.headers.get("Authorization"))
+        if user is None:
             answer = reply({"error_code": 401, "message": "Unauthorized"}, 401)
             answer.headers["WWW-Authenticate"] = 'Basic realm="schema-registry"'
             return answer
+        request["principal"] = f"User:{user}"  # the principal the ACLs name (access.py)
         return await handler(request)
 
     return check

@@ -115,6 +115,11 @@ def unprocessable(detail: str) -> RegistryError:
     return RegistryError(422, 422, detail)
 
 
+def forbidden(detail: str) -> RegistryError:
+    """An authenticated user the ACLs do not allow (Confluent's security plugin: 403, 40301)."""
+    return RegistryError(403, 40301, detail)
+
+
 def bad_request(detail: str) -> RegistryError:
     return RegistryError(400, 400, detail)
 

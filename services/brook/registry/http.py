@@ -12,8 +12,10 @@ from typing import Any
 from aiohttp import web
 
 from . import errors
+from .access import ANONYMOUS, Access, Action
 from .schemas import TYPES
 from .service import Registry, schema_json, version_json
+from .state import Version
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +72,33 @@ def _id(request: web.Request) -> int:
     return int(request.match_info["id"])
 
 
+def _who(request: web.Request) -> tuple[str, str]:
+    """The principal (set by basic auth) and the client's address, as ACLs name them."""
+    return request.get("principal", ANONYMOUS), request.remote or ""
+
+
 class RegistryApp:
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, access: Access | None = None) -> None:
         self.r = registry
+        self.access = access  # None: every request that got in may do everything
+
+    def _check(self, request: web.Request, action: Action, subject: str | None = None) -> None:
+        if self.access is not None:
+            self.access.check(*_who(request), action, subject)
+
+    def _readable(self, request: web.Request, subjects: list[str]) -> list[str]:
+        return subjects if self.access is None else self.access.readable(*_who(request), subjects)
+
+    def _schema(self, request: web.Request) -> Version:
+        """A schema by id, for a principal who may read one of the subjects using it (Confluent's
+        SCHEMA_READ)."""
+        schema_id = _id(request)
+        v = self.r.by_id(schema_id)
+        if self.access is not None:
+            subjects = sorted({u.subject for u in self.r.state.uses_of(schema_id, deleted=True)})
+            if not self._readable(request, subjects):
+                raise errors.forbidden(f"User is denied operation Read on Schema: {schema_id}")
+        return v
 
     def app(self, middlewares: list[Any] | None = None) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors, *(middlewares or [])])
@@ -113,6 +139,14 @@ class RegistryApp:
         post("/compatibility/subjects/{s}/versions", self.compatibility)
         return app
 
+    def _check_compatibility(self, request: web.Request, subject: str | None, write: bool) -> None:
+        """A subject's config and mode, or the global ones (the cluster's configs in Kafka's terms)."""
+        if subject is None:
+            action = Action.GLOBAL_COMPATIBILITY_WRITE if write else Action.GLOBAL_COMPATIBILITY_READ
+        else:
+            action = Action.SUBJECT_COMPATIBILITY_WRITE if write else Action.SUBJECT_COMPATIBILITY_READ
+        self._check(request, action, subject)
+
     async def root(self, request: web.Request) -> web.Response:
         return reply({})
 
@@ -124,63 +158,69 @@ class RegistryApp:
         state = self.r.state
         out = [
             version_json(v)
-            for s in state.subject_names(deleted)
+            for s in self._readable(request, state.subject_names(deleted))
             if s.startswith(prefix)
             for v in (state.live(s, deleted)[-1:] if _flag(request, "latestOnly") else state.live(s, deleted))
         ]
         return reply(out)
 
     async def schema_by_id(self, request: web.Request) -> web.Response:
-        return reply(schema_json(self.r.by_id(_id(request))))
+        return reply(schema_json(self._schema(request)))
 
     async def raw_by_id(self, request: web.Request) -> web.Response:
-        return _raw(self.r.by_id(_id(request)).schema)
+        return _raw(self._schema(request).schema)
 
     async def subjects_of_id(self, request: web.Request) -> web.Response:
-        schema_id = _id(request)
-        self.r.by_id(schema_id)
+        schema_id = self._schema(request).id
         uses = self.r.state.uses_of(schema_id, _flag(request, "deleted"))
-        return reply(sorted({v.subject for v in uses}))
+        return reply(self._readable(request, sorted({v.subject for v in uses})))
 
     async def versions_of_id(self, request: web.Request) -> web.Response:
-        schema_id = _id(request)
-        self.r.by_id(schema_id)
+        schema_id = self._schema(request).id
         uses = self.r.state.uses_of(schema_id, _flag(request, "deleted"))
-        return reply([{"subject": v.subject, "version": v.version} for v in uses])
+        readable = set(self._readable(request, sorted({v.subject for v in uses})))
+        return reply([{"subject": v.subject, "version": v.version} for v in uses if v.subject in readable])
 
     async def subjects(self, request: web.Request) -> web.Response:
         prefix = request.query.get("subjectPrefix", "")
         names = self.r.state.subject_names(_flag(request, "deleted"))
-        return reply([s for s in names if s.startswith(prefix)])
+        return reply(self._readable(request, [s for s in names if s.startswith(prefix)]))
 
     async def versions(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_READ, request.match_info["s"])
         live = self.r.versions(request.match_info["s"], _flag(request, "deleted"))
         return reply([v.version for v in live])
 
     async def register(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_WRITE, request.match_info["s"])
         body = await _body(request)
         answer = await self.r.register(request.match_info["s"], body, _flag(request, "normalize"))
         return reply({"id": answer["id"]})
 
     async def get_version(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_READ, request.match_info["s"])
         v = self.r.version(request.match_info["s"], request.match_info["v"], _flag(request, "deleted"))
         return reply(version_json(v))
 
     async def raw_version(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_READ, request.match_info["s"])
         v = self.r.version(request.match_info["s"], request.match_info["v"], _flag(request, "deleted"))
         return _raw(v.schema)
 
     async def referenced_by(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_READ, request.match_info["s"])
         v = self.r.version(request.match_info["s"], request.match_info["v"])
         return reply(self.r.state.referenced_by(v.subject, v.version))
 
     async def delete_version(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_DELETE, request.match_info["s"])
         number = await self.r.delete_version(
             request.match_info["s"], request.match_info["v"], _flag(request, "permanent")
         )
         return reply(number)
 
     async def lookup(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_READ, request.match_info["s"])
         body = await _body(request)
         v = self.r.lookup(
             request.match_info["s"], body, _flag(request, "normalize"), _flag(request, "deleted")
@@ -188,10 +228,12 @@ class RegistryApp:
         return reply(version_json(v))
 
     async def delete_subject(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_DELETE, request.match_info["s"])
         return reply(await self.r.delete_subject(request.match_info["s"], _flag(request, "permanent")))
 
     async def get_config(self, request: web.Request) -> web.Response:
         subject = request.match_info.get("s")
+        self._check_compatibility(request, subject, write=False)
         if subject is not None and subject not in self.r.state.configs:
             if not _flag(request, "defaultToGlobal"):
                 raise errors.subject_config_not_found(subject)
@@ -199,14 +241,17 @@ class RegistryApp:
         return reply({"compatibilityLevel": self.r.level(subject)})
 
     async def put_config(self, request: web.Request) -> web.Response:
+        self._check_compatibility(request, request.match_info.get("s"), write=True)
         level = await self.r.set_config(request.match_info.get("s"), await _body(request))
         return reply({"compatibility": level})
 
     async def delete_config(self, request: web.Request) -> web.Response:
+        self._check_compatibility(request, request.match_info.get("s"), write=True)
         return reply({"compatibilityLevel": await self.r.delete_config(request.match_info.get("s"))})
 
     async def get_mode(self, request: web.Request) -> web.Response:
         subject = request.match_info.get("s")
+        self._check_compatibility(request, subject, write=False)
         if subject is not None and subject not in self.r.state.modes:
             if not _flag(request, "defaultToGlobal"):
                 raise errors.subject_mode_not_found(subject)
@@ -214,12 +259,15 @@ class RegistryApp:
         return reply({"mode": self.r.mode(subject)})
 
     async def put_mode(self, request: web.Request) -> web.Response:
+        self._check_compatibility(request, request.match_info.get("s"), write=True)
         return reply({"mode": await self.r.set_mode(request.match_info.get("s"), await _body(request))})
 
     async def delete_mode(self, request: web.Request) -> web.Response:
+        self._check_compatibility(request, request.match_info["s"], write=True)
         return reply({"mode": await self.r.delete_mode(request.match_info["s"])})
 
     async def compatibility(self, request: web.Request) -> web.Response:
+        self._check(request, Action.SUBJECT_WRITE, request.match_info["s"])
         body = await _body(request)
         problems = self.r.incompatibilities(
             request.match_info["s"], body, request.match_info.get("v"), _flag(request, "normalize")

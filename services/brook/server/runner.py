@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from brook.broker.broker import Broker
 from brook.broker.settings import BrokerSettings
 from brook.observability import MetricsServer
+from brook.security.acls import Operation, ResourceType
 from brook.tasks import cancel_and_wait
 
 from .heap import HeapKeeper
@@ -57,7 +58,7 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
         keeper.started()
         heap = asyncio.create_task(keeper.run(), name="heap-keeper")
         if settings.schema_registry_port >= 0:
-            registry = _registry(settings, server)
+            registry = _registry(settings, server, broker)
             registry_start = asyncio.create_task(
                 registry.start(
                     settings.schema_registry_host, settings.schema_registry_port, _registry_tls(settings)
@@ -96,15 +97,22 @@ def _local_address(settings: BrokerSettings, server: KafkaServer, protocol: str,
     raise SystemExit(f"{why} needs a {protocol} listener on this broker")
 
 
-def _registry(settings: BrokerSettings, server: KafkaServer) -> SchemaRegistry:
-    from brook.registry import SchemaRegistry, ScramBasicAuth
+def _registry(settings: BrokerSettings, server: KafkaServer, broker: Broker) -> SchemaRegistry:
+    from brook.registry import Authorize, SchemaRegistry, ScramBasicAuth
 
     auth = None
     if settings.schema_registry_basic_auth:
         sasl = _local_address(settings, server, "SASL_PLAINTEXT", "--schema-registry-basic-auth")
         auth = ScramBasicAuth(sasl)
     bootstrap = _local_address(settings, server, "PLAINTEXT", "--schema-registry-port")
-    return SchemaRegistry(bootstrap, 3 if settings.etcd_endpoints else 1, auth=auth)
+    authorize: Authorize | None = None
+    if broker.authorizer.enabled:  # subjects are governed by their topics' ACLs (registry/access.py)
+        decide = broker.authorizer.authorize
+
+        def authorize(principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
+            return decide(principal, host, Operation[operation], ResourceType[resource_type], name)
+
+    return SchemaRegistry(bootstrap, 3 if settings.etcd_endpoints else 1, auth=auth, authorize=authorize)
 
 
 def _registry_tls(settings: BrokerSettings) -> ssl.SSLContext | None:
