@@ -359,18 +359,14 @@ def parse_cluster(name: str, spec: Mapping[str, Any] | None) -> ClusterSpec:
         taken = {li.port for li in listeners} | {metrics.port}
         if registry.port in taken:
             r.errors.append(f"{p}.schemaRegistry.port must differ from the listener and metrics ports")
-        # The registry is a Kafka client of its own broker and speaks PLAINTEXT to it.
-        if not any(not li.tls and li.authentication == "none" for li in listeners):
-            r.errors.append(f"{p}.schemaRegistry needs a listener without TLS and authentication")
+        # The registry is a Kafka client of its own broker: through a plain listener, else (a secured
+        # cluster) through the replication listener with the broker's own certificate.
         if registry.tls and not any(li.tls for li in listeners):
             r.errors.append(f"{p}.schemaRegistry.tls uses the brokers' certificate: give a listener tls true")
-        # The registry checks a user:password by logging in over SASL_PLAINTEXT with SCRAM.
-        if registry.basic_auth and not any(
-            not li.tls and li.authentication == "scram-sha-512" for li in listeners
-        ):
+        # The registry checks a user:password by logging in to a SCRAM listener (with or without TLS).
+        if registry.basic_auth and not any(li.authentication == "scram-sha-512" for li in listeners):
             r.errors.append(
-                f"{p}.schemaRegistry.basicAuth needs a listener with authentication scram-sha-512 "
-                "and tls false"
+                f"{p}.schemaRegistry.basicAuth needs a listener with authentication scram-sha-512"
             )
 
     autoscaling = _parse_autoscaling(r, s, p)

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-import ssl
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -15,9 +14,9 @@ from typing import TYPE_CHECKING
 from brook.broker.broker import Broker
 from brook.broker.settings import BrokerSettings
 from brook.observability import MetricsServer
-from brook.security.acls import Operation, ResourceType
 from brook.tasks import cancel_and_wait
 
+from . import schema_registry
 from .heap import HeapKeeper
 from .listener import KafkaServer
 from .state_view import BrokerState
@@ -58,10 +57,12 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
         keeper.started()
         heap = asyncio.create_task(keeper.run(), name="heap-keeper")
         if settings.schema_registry_port >= 0:
-            registry = _registry(settings, server, broker)
+            registry = schema_registry.build(settings, server, broker)
             registry_start = asyncio.create_task(
                 registry.start(
-                    settings.schema_registry_host, settings.schema_registry_port, _registry_tls(settings)
+                    settings.schema_registry_host,
+                    settings.schema_registry_port,
+                    schema_registry.tls_context(settings),
                 ),
                 name="registry",
             )
@@ -86,44 +87,6 @@ async def serve(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None
 def _report_registry(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("the schema registry did not start: %s", task.exception())
-
-
-def _local_address(settings: BrokerSettings, server: KafkaServer, protocol: str, why: str) -> str:
-    """This broker's first listener of `protocol`, for the clients it runs itself (the schema registry)."""
-    for listener in settings.effective_listeners():
-        if listener.protocol == protocol:
-            host = listener.host if listener.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
-            return f"{host}:{server.ports[listener.name]}"
-    raise SystemExit(f"{why} needs a {protocol} listener on this broker")
-
-
-def _registry(settings: BrokerSettings, server: KafkaServer, broker: Broker) -> SchemaRegistry:
-    from brook.registry import Authorize, SchemaRegistry, ScramBasicAuth
-
-    auth = None
-    if settings.schema_registry_basic_auth:
-        sasl = _local_address(settings, server, "SASL_PLAINTEXT", "--schema-registry-basic-auth")
-        auth = ScramBasicAuth(sasl)
-    bootstrap = _local_address(settings, server, "PLAINTEXT", "--schema-registry-port")
-    authorize: Authorize | None = None
-    if broker.authorizer.enabled:  # subjects are governed by their topics' ACLs (registry/access.py)
-        decide = broker.authorizer.authorize
-
-        def authorize(principal: str, host: str, operation: str, resource_type: str, name: str) -> bool:
-            return decide(principal, host, Operation[operation], ResourceType[resource_type], name)
-
-    return SchemaRegistry(bootstrap, 3 if settings.etcd_endpoints else 1, auth=auth, authorize=authorize)
-
-
-def _registry_tls(settings: BrokerSettings) -> ssl.SSLContext | None:
-    if not settings.schema_registry_ssl_certfile:
-        return None
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        context.load_cert_chain(settings.schema_registry_ssl_certfile, settings.schema_registry_ssl_keyfile)
-    except (OSError, ssl.SSLError) as e:
-        raise SystemExit(f"--schema-registry-ssl-certfile/keyfile: {e}") from None
-    return context
 
 
 def run(settings: BrokerSettings, on_ready: Callable[[KafkaServer], None] | None = None) -> None:

@@ -429,6 +429,21 @@ def test_a_registry_with_https_and_basic_auth_uses_the_brokers_certificate_and_s
     assert "/etc/brook/tls" in mounts
 
 
+def test_a_registry_without_a_plain_listener_reaches_its_broker_over_replication() -> None:
+    """Only a SASL_SSL listener: the registry's own client uses the replication listener with the
+    broker's certificate (the shape tests/integration/test_schema_registry_tls_only.py runs), and
+    basic-auth logins go to the SASL_SSL listener."""
+    listeners = [{"name": "secure", "port": 9093, "tls": True, "authentication": "scram-sha-512"}]
+    objs = build(
+        {"replicas": 1, "listeners": listeners, "schemaRegistry": {"enabled": True, "basicAuth": True}}
+    )
+    env = objs["ConfigMap/demo-config"]["data"]
+    assert env["BROOK_SCHEMA_REGISTRY_BASIC_AUTH"] == "true"
+    assert env["BROOK_INTER_BROKER_LISTENER_NAME"] == "REPLICATION"
+    assert env["BROOK_LISTENER_SECURITY_PROTOCOL_MAP"] == "SECURE:SASL_SSL,REPLICATION:SSL"
+    assert env["BROOK_SSL_KEYSTORE_LOCATION"] and env["BROOK_SSL_TRUSTSTORE_LOCATION"]
+
+
 def test_pod_revision_ignores_its_own_annotation() -> None:
     tpl = broker.pod_template("demo", "kafka", ClusterSpec(replicas=1), IMAGE, {"A": "1"})
     rev = tpl["metadata"]["annotations"][names.REVISION_ANNOTATION]

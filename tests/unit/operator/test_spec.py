@@ -172,14 +172,6 @@ def test_config_values_are_normalized_to_kafka_strings() -> None:
             "schemaRegistry.port must differ from the listener and metrics ports",
         ),
         (
-            {
-                "replicas": 1,
-                "schemaRegistry": {"enabled": True},
-                "listeners": [{"name": "sasl", "port": 9092, "authentication": "scram-sha-512"}],
-            },
-            "schemaRegistry needs a listener without TLS and authentication",
-        ),
-        (
             {"replicas": 1, "schemaRegistry": {"enabled": True, "tls": True}},
             "schemaRegistry.tls uses the brokers' certificate: give a listener tls true",
         ),
@@ -189,7 +181,7 @@ def test_config_values_are_normalized_to_kafka_strings() -> None:
                 "schemaRegistry": {"enabled": True, "basicAuth": True},
                 "listeners": [{"name": "plain", "port": 9092}, {"name": "tls", "port": 9093, "tls": True}],
             },
-            "schemaRegistry.basicAuth needs a listener with authentication scram-sha-512 and tls false",
+            "schemaRegistry.basicAuth needs a listener with authentication scram-sha-512",
         ),
         ({"replicas": 1, "autoscaling": {"enabled": True}}, "needs maxReplicas and prometheusUrl"),
         (
