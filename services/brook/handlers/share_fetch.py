@@ -194,10 +194,9 @@ async def handle_share_fetch(broker: Broker, hdr: RequestHeader) -> Body | None:
     if epoch == INITIAL_EPOCH and acks:
         return top(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial ShareFetch request.")
     try:
-        session = broker.share.session(group, member, epoch)
+        session = broker.share.session(group, member, epoch, CONNECTION.get())
     except KafkaError as e:
         return top(e.code, e.message)
-    session.connection = CONNECTION.get()
     for forgotten in req.forgotten_topics_data:
         for index in forgotten.partitions:
             session.partitions.pop((uuid_bytes(forgotten.topic_id), index), None)
@@ -329,10 +328,9 @@ async def handle_share_acknowledge(broker: Broker, hdr: RequestHeader) -> Body |
     if epoch == INITIAL_EPOCH:
         return top(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "A ShareAcknowledge cannot open a share session.")
     try:
-        session = broker.share.session(group, member, epoch)
+        session = broker.share.session(group, member, epoch, CONNECTION.get())
     except KafkaError as e:
         return top(e.code, e.message)
-    session.connection = CONNECTION.get()
     changed: set[ShareKey] = set()
     topics: dict[bytes, list[dict[str, Any]]] = {}
     for ft in req.topics:

@@ -76,6 +76,8 @@ class ShareCoordinator:
         self.partitions: dict[ShareKey, SharePartition] = {}
         self._loading: dict[ShareKey, asyncio.Future[SharePartition]] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
+        # each connection's sessions: a closed connection ends its own without a scan of all of them
+        self._by_connection: dict[object, set[tuple[str, str]]] = {}
         self._listeners: set[WakeListener] = set()
         self.retired = Counts()  # counts of share-partitions no longer here
         self._task: asyncio.Task[None] | None = None
@@ -233,12 +235,26 @@ class ShareCoordinator:
             await self.forget(key)
 
     # -- share sessions ------------------------------------------------------------------------------
-    def session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
-        """The member's session for a request of `epoch`: a new one at epoch 0 (replacing an old one),
-        the existing one otherwise, its epoch moved on. SHARE_SESSION_NOT_FOUND or
-        INVALID_SHARE_SESSION_EPOCH as Kafka's ShareSessionCache answers."""
+    def session(
+        self, group_id: str, member_id: str, epoch: int, connection: object | None = None
+    ) -> ShareSession:
+        """The member's session for a request of `epoch` that came on `connection`: a new one at epoch
+        0 (replacing an old one), the existing one otherwise, its epoch moved on.
+        SHARE_SESSION_NOT_FOUND or INVALID_SHARE_SESSION_EPOCH as Kafka's ShareSessionCache answers."""
+        s = self._session(group_id, member_id, epoch)
+        if s.connection is not connection:
+            self._detach(s)
+            s.connection = connection
+            if connection is not None:
+                self._by_connection.setdefault(connection, set()).add((group_id, member_id))
+        return s
+
+    def _session(self, group_id: str, member_id: str, epoch: int) -> ShareSession:
         key = (group_id, member_id)
         if epoch == INITIAL_EPOCH:
+            old = self.sessions.get(key)
+            if old is not None:
+                self._detach(old)
             new = self.sessions[key] = ShareSession(group_id, member_id)
             return new
         s = self.sessions.get(key)
@@ -259,6 +275,7 @@ class ShareCoordinator:
     def close_session(self, session: ShareSession) -> list[ShareKey]:
         """Release what the member holds in its session's partitions; the keys that changed."""
         self.sessions.pop((session.group_id, session.member_id), None)
+        self._detach(session)
         settings = self.settings_of(session.group_id)
         changed = []
         for topic_id, index in session.partitions:
@@ -273,10 +290,19 @@ class ShareCoordinator:
     def connection_closed(self, connection: object) -> None:
         """A client connection ended: its share sessions end as a final-epoch request would, their
         members' acquired records released for others at once instead of when their locks expire."""
-        sessions = [s for s in self.sessions.values() if s.connection is connection]
+        keys = self._by_connection.pop(connection, set())
+        sessions = [s for k in keys if (s := self.sessions.get(k)) is not None and s.connection is connection]
         changed = [key for s in sessions for key in self.close_session(s)]
         if changed:
             self._in_background(self.persist(changed), "store released share records")
+
+    def _detach(self, session: ShareSession) -> None:
+        keys = self._by_connection.get(session.connection) if session.connection is not None else None
+        if keys is not None:
+            keys.discard((session.group_id, session.member_id))
+            if not keys:
+                del self._by_connection[session.connection]
+        session.connection = None
 
     # -- waiting fetches -----------------------------------------------------------------------------
     def listen(self, w: WakeListener) -> None:
