@@ -86,11 +86,13 @@ def test_heartbeat_refused(wires: tuple[Wire, Wire], cg_topic: str, request_: di
     assert answer["error_code"] != "NONE(0)"
 
 
-def test_invalid_regex(wires: tuple[Wire, Wire], cg_topic: str) -> None:
-    """RE2/J and Python word their complaints differently; the code is Kafka's."""
+@pytest.mark.parametrize("regex", ["(", "cg-(?=topic)", "(cg)-\\1"], ids=["unclosed", "lookahead", "backref"])
+def test_invalid_regex(wires: tuple[Wire, Wire], cg_topic: str, regex: str) -> None:
+    """RE2/J and RE2 word their complaints differently; the code is Kafka's. Lookarounds and
+    backreferences are valid in Python's `re` but not in RE2's syntax, which Kafka uses."""
     k, b = wires
     req = heartbeat(
-        "cg-edge", "m", 0, rebalance_timeout_ms=1000, subscribed_topic_regex="(", topic_partitions=[]
+        "cg-edge", "m", 0, rebalance_timeout_ms=1000, subscribed_topic_regex=regex, topic_partitions=[]
     )
     answer = agree(k, b, HB, 1, req, ignore=["error_message"])
     assert answer["error_code"] == "INVALID_REGULAR_EXPRESSION(128)"

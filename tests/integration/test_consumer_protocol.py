@@ -201,3 +201,43 @@ def test_member_silent_past_session_timeout_is_fenced(cbroker: BrokerProcess) ->
     finally:
         a.kill()
         b.kill()
+
+
+def test_a_regex_subscription_is_resolved_by_the_broker(cbroker: BrokerProcess) -> None:
+    """librdkafka sends `^rx-[ab].*` as SubscribedTopicRegex; the broker matches it (RE2, whole names)
+    against its topics and assigns their partitions, and matches a topic created later too."""
+    from confluent_kafka import Consumer
+
+    for name in ("rx-a1", "rx-b1", "rx-c1", "xrx-a1"):
+        create_topic(cbroker.bootstrap, name, 1)
+        produce(cbroker.bootstrap, name, 3)
+    c = Consumer(
+        {
+            "bootstrap.servers": cbroker.bootstrap,
+            "group.id": "rx-group",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+    try:
+        c.subscribe(["^rx-[ab].*"])
+        seen: set[str] = set()
+
+        def read(until: set[str]) -> None:
+            deadline = time.monotonic() + 60
+            while not until <= seen:
+                assert time.monotonic() < deadline, f"read from {sorted(seen)}, not {sorted(until - seen)}"
+                m = c.poll(0.5)
+                if m is not None and m.error() is None:
+                    seen.add(m.topic() or "")
+
+        read({"rx-a1", "rx-b1"})
+        create_topic(cbroker.bootstrap, "rx-b2", 1)
+        produce(cbroker.bootstrap, "rx-b2", 3)
+        read({"rx-b2"})
+        assert seen == {"rx-a1", "rx-b1", "rx-b2"}  # never rx-c1, never xrx-a1
+        assigned = {tp.topic for tp in c.assignment()}
+        assert assigned == {"rx-a1", "rx-b1", "rx-b2"}
+    finally:
+        c.close()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 import uuid
 from collections import Counter
@@ -32,6 +31,7 @@ from .consumer_group import (
     reconcile,
 )
 from .consumer_store import ConsumerGroupStore, Record, metadata_hash
+from .regex import InvalidRegex, compile_regex
 from .settings import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -189,8 +189,8 @@ class ConsumerGroups:
             raise _invalid("MemberEpoch is invalid.")
         if hb.subscribed_topic_regex is not None:
             try:
-                re.compile(hb.subscribed_topic_regex)
-            except re.error as e:
+                compile_regex(hb.subscribed_topic_regex)
+            except InvalidRegex as e:
                 raise KafkaError(
                     ErrorCode.INVALID_REGULAR_EXPRESSION,
                     f"SubscribedTopicRegex `{hb.subscribed_topic_regex}` is not a valid regular "
@@ -381,8 +381,8 @@ class ConsumerGroups:
         regexes = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
         for regex in regexes:
             if (regex in group.regex_topics) == known:
-                # Whole-name matches, as Kafka's RE2/J matches(); internal topics are never matched.
-                pattern = re.compile(regex)
+                # Internal topics are never matched.
+                pattern = compile_regex(regex)
                 matched = (t for t in topics if not t.startswith("__") and pattern.fullmatch(t))
                 group.regex_topics[regex] = frozenset(matched)
         for regex in set(group.regex_topics) - regexes:
