@@ -398,6 +398,16 @@ def test_hygiene_rewrites_small_files_and_expires_snapshots_keeping_each_offset_
         # (Twelve commits or more each added a file: fewer than four is the rewrite's doing.)
         rows, recorded = check_exactly_once_raw(broker, topic)
         assert rows == 60 and recorded == {0: 60}
+        # The replaced small files and the expired snapshots' manifests leave the disk too (older than
+        # ten commit intervals here): what stays is what the table's metadata reaches.
+        while True:
+            table = wait_for_table(broker.data_dir, topic, {0: 60})
+            live = {Path(f.removeprefix("file://")) for f in table.inspect.files()["file_path"].to_pylist()}
+            on_disk = set(Path(table.location().removeprefix("file://")).glob("data/**/*.parquet"))
+            if on_disk == live:
+                break
+            assert time.monotonic() < deadline + 60, f"{len(on_disk)} data files on disk, {len(live)} live"
+            time.sleep(0.5)
         produce_values(broker.bootstrap, topic, 7)  # the writer goes on after the rewrite
         wait_for_table(broker.data_dir, topic, {0: 67})
         assert check_exactly_once_raw(broker, topic) == (67, {0: 67})

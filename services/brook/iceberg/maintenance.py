@@ -1,7 +1,10 @@
 """Table hygiene, so frequent small commits stay a readable table: each table partition's small data files
-are rewritten into one (an Iceberg `overwrite` snapshot holding the same rows), and snapshots older than
-brook.iceberg.snapshot.max.age.ms are expired (the current one always stays). Run by a writer of the table
-every brook.iceberg.maintenance.interval.ms, in the Iceberg worker process, under the table's lock.
+are rewritten into one (an Iceberg `overwrite` snapshot holding the same rows), snapshots older than
+brook.iceberg.snapshot.max.age.ms are expired (the current one always stays), and files under the table's
+location that no remaining snapshot or metadata file reaches are deleted once they are old enough that no
+writer can still be about to commit them (pyiceberg's expiry removes metadata only, so without this the
+rewritten small files and a crashed commit's files would stay on disk for good). Run by a writer of the
+table every brook.iceberg.maintenance.interval.ms, in the Iceberg worker process, under the table's lock.
 
 The rewrite is committed like an append: conditional on the snapshot it read, and carrying the offsets
 map, so a writer's append in between makes it fail (it is tried again next time) and never loses rows.
@@ -10,11 +13,13 @@ map, so a writer's append in between makes it fail (it is tried again next time)
 from __future__ import annotations
 
 import logging
+import time
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
+from pyarrow.fs import FileSelector, FileType
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.io.pyarrow import ArrowScan, _dataframe_to_data_files
+from pyiceberg.io.pyarrow import ArrowScan, PyArrowFileIO, _dataframe_to_data_files
 from pyiceberg.table import FileScanTask, Table
 
 from .catalog import OFFSETS_PROPERTY, offsets_property, recorded_offsets
@@ -70,7 +75,46 @@ def expire(table: Table, max_age_ms: int) -> int:
     return len(old)
 
 
-def maintain(table: Table, max_age_ms: int) -> None:
+def reachable(table: Table) -> set[str]:
+    """Every file the table's metadata reaches: its metadata files (current and logged), statistics, and
+    each remaining snapshot's manifest list, manifests and live data and delete files."""
+    md = table.metadata
+    out = {table.metadata_location, *(e.metadata_file for e in md.metadata_log)}
+    out.update(f.statistics_path for f in md.statistics)
+    out.update(f.statistics_path for f in md.partition_statistics)
+    manifests: set[str] = set()
+    for snapshot in table.snapshots():
+        out.add(snapshot.manifest_list)
+        for manifest in snapshot.manifests(table.io):
+            if manifest.manifest_path in manifests:  # shared by the snapshots after the one adding it
+                continue
+            manifests.add(manifest.manifest_path)
+            out.update(e.data_file.file_path for e in manifest.fetch_manifest_entry(table.io))
+    return out | manifests
+
+
+def remove_orphans(table: Table, older_than_ms: int) -> int:
+    """Delete the files under the table's location that `reachable` does not name and that were last
+    written more than older_than_ms ago; returns how many. A writer's data files are young until their
+    commit names them, so files of a commit in flight are never taken."""
+    io = table.io
+    if not isinstance(io, PyArrowFileIO):  # listing goes through pyarrow's filesystems
+        return 0
+    scheme, netloc, root = io.parse_location(table.location(), io.properties)
+    fs = io.fs_by_scheme(scheme, netloc)
+    keep = {io.parse_location(location, io.properties)[2] for location in reachable(table)}
+    cutoff = time.time() - older_than_ms / 1000
+    removed = 0
+    for info in fs.get_file_info(FileSelector(root, allow_not_found=True, recursive=True)):
+        if info.type != FileType.File or info.path in keep or info.mtime is None:
+            continue
+        if info.mtime.timestamp() < cutoff:
+            fs.delete_file(info.path)
+            removed += 1
+    return removed
+
+
+def maintain(table: Table, max_age_ms: int, orphan_age_ms: int) -> None:
     """One round of hygiene; a commit race with a writer is left for the next round."""
     try:
         replaced = compact(table)
@@ -78,10 +122,16 @@ def maintain(table: Table, max_age_ms: int) -> None:
     except CommitFailedException as e:
         log.info("%s: maintenance raced a writer (%s); next time", table.name(), e)
         return
-    if replaced or expired:
+    try:
+        removed = remove_orphans(table.refresh(), orphan_age_ms)
+    except OSError as e:  # the storage refused a listing or a delete: the files wait for the next round
+        log.warning("%s: unreachable files not deleted: %s", ".".join(table.name()), e)
+        removed = 0
+    if replaced or expired or removed:
         log.info(
-            "%s: %d small data files rewritten, %d snapshots expired",
+            "%s: %d small data files rewritten, %d snapshots expired, %d unreachable files deleted",
             ".".join(table.name()),
             replaced,
             expired,
+            removed,
         )

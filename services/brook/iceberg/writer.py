@@ -141,7 +141,11 @@ class TableWriter:
         with self.lock:
             table = self._load()
             if table is not None:
-                maintain(table, self.config.brook_iceberg_snapshot_max_age_ms)
+                c = self.config
+                # Unreachable files go once older than an expired snapshot and ten commit intervals: a
+                # writer's files are named by its commit within one interval of being written.
+                orphan_age = max(c.brook_iceberg_snapshot_max_age_ms, 10 * c.brook_iceberg_commit_interval_ms)
+                maintain(table, c.brook_iceberg_snapshot_max_age_ms, orphan_age)
 
     def _append(self, table: Table, df: pa.Table, offsets: dict[int, int]) -> None:
         with table.transaction() as tx:
