@@ -33,6 +33,7 @@ from .log_dir_failure import LogDirFailureHandler
 from .partition_budget import partition_budget
 from .replica_manager import ReplicaManager
 from .settings import BrokerSettings
+from .share_offsets import ShareOffsets
 from .share_state import SHARE_STATE_TOPIC, ShareStateTopic, share_settings, share_timings
 from .single_node import SingleNodeMetadata
 from .topics import MetadataStore, TopicMeta, assignment_error
@@ -66,6 +67,7 @@ class Broker:
             state_topic.topic_partitions,
             lambda group_id: share_timings(self.entity_configs("group", group_id)),
         )
+        self.share_offsets = ShareOffsets(self)  # the coordinator's reach to other leaders' share state
         self.log_dir_failure = LogDirFailureHandler(self)
         self.iceberg = IcebergWriters(settings.iceberg, settings.data_dir, self.replicas.partitions)
         self.authorizer = Authorizer(settings.authorizer)
@@ -235,5 +237,6 @@ class Broker:
         self.txn_verifier.close()
         await self.share.stop()
         self._share_state.close()
+        self.share_offsets.close()
         await self.groups.stop()
         await self.replicas.stop()

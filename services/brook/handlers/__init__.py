@@ -40,6 +40,11 @@ from .share_offsets import (
     handle_delete_share_group_offsets,
     handle_describe_share_group_offsets,
 )
+from .share_state import (
+    handle_delete_share_group_state,
+    handle_initialize_share_group_state,
+    handle_read_share_group_state_summary,
+)
 from .topics import handle_create_partitions, handle_create_topics, handle_delete_topics
 from .transactions import (
     handle_add_offsets_to_txn,
@@ -91,6 +96,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: handle_alter_share_group_offsets,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: handle_delete_share_group_offsets,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: handle_read_share_group_state_summary,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: handle_initialize_share_group_state,
+    ApiKey.DELETE_SHARE_GROUP_STATE: handle_delete_share_group_state,
     ApiKey.OFFSET_COMMIT: handle_offset_commit,
     ApiKey.OFFSET_FETCH: handle_offset_fetch,
     ApiKey.OFFSET_DELETE: handle_offset_delete,

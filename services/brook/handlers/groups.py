@@ -16,6 +16,7 @@ from brook.transactions import TXN_STATE_TOPIC
 
 from .authorized import Operation, ResourceType, allowed, authorized_operations, failed, filter_allowed
 from .context import CLIENT_HOST, LISTENER_NAME, Body
+from .share_offsets import delete_share_group
 
 
 async def _coordinator(broker: Broker, key: str, key_type: int) -> dict[str, Any]:
@@ -259,7 +260,7 @@ async def handle_delete_groups(broker: Broker, hdr: RequestHeader) -> Body | Non
     for g in share:
         try:
             broker.groups.check_coordinator(g)
-            await broker.share.delete_group(g)
+            await delete_share_group(broker, g)
             results[g] = ErrorCode.NONE
         except KafkaError as e:
             results[g] = e.code

@@ -108,6 +108,26 @@ class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=_specs_package): ... 
 class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
 
 
+# KIP-932's share-state RPCs, between brokers: a group coordinator asks a partition's leader, which
+# holds its share-partition's state (handlers/share_state.py).
+class InitializeShareGroupStateRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class InitializeShareGroupStateResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class DeleteShareGroupStateRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class DeleteShareGroupStateResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ReadShareGroupStateSummaryRequest(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
+class ReadShareGroupStateSummaryResponse(ApiMessage, load_json=_specs_package): ...  # type: ignore[misc,call-arg]
+
+
 _SHIPPED = (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -127,6 +147,12 @@ _SHIPPED = (
     AlterShareGroupOffsetsResponse,
     DeleteShareGroupOffsetsRequest,
     DeleteShareGroupOffsetsResponse,
+    InitializeShareGroupStateRequest,
+    InitializeShareGroupStateResponse,
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    ReadShareGroupStateSummaryRequest,
+    ReadShareGroupStateSummaryResponse,
 )
 
 

@@ -793,6 +793,51 @@ class ShareAcknowledgeRequest(Protocol):
     topics: list[AcknowledgeTopic]
 
 
+class InitializeStateDataPartitionData(Protocol):
+    partition: int
+    state_epoch: int
+    start_offset: int
+
+
+class InitializeStateData(Protocol):
+    topic_id: uuid.UUID | None
+    partitions: list[InitializeStateDataPartitionData]
+
+
+class InitializeShareGroupStateRequest(Protocol):
+    group_id: str
+    topics: list[InitializeStateData]
+
+
+class DeleteStateDataPartitionData(Protocol):
+    partition: int
+
+
+class DeleteStateData(Protocol):
+    topic_id: uuid.UUID | None
+    partitions: list[DeleteStateDataPartitionData]
+
+
+class DeleteShareGroupStateRequest(Protocol):
+    group_id: str
+    topics: list[DeleteStateData]
+
+
+class ReadStateSummaryDataPartitionData(Protocol):
+    partition: int
+    leader_epoch: int
+
+
+class ReadStateSummaryData(Protocol):
+    topic_id: uuid.UUID | None
+    partitions: list[ReadStateSummaryDataPartitionData]
+
+
+class ReadShareGroupStateSummaryRequest(Protocol):
+    group_id: str
+    topics: list[ReadStateSummaryData]
+
+
 class DescribeShareGroupOffsetsRequestTopic(Protocol):
     topic_name: str
     partitions: list[int]
@@ -1055,6 +1100,18 @@ def decode_request(
 def decode_request(
     api_key: Literal[ApiKey.SHARE_ACKNOWLEDGE], version: int, body: memoryview
 ) -> ShareAcknowledgeRequest: ...
+@overload
+def decode_request(
+    api_key: Literal[ApiKey.INITIALIZE_SHARE_GROUP_STATE], version: int, body: memoryview
+) -> InitializeShareGroupStateRequest: ...
+@overload
+def decode_request(
+    api_key: Literal[ApiKey.DELETE_SHARE_GROUP_STATE], version: int, body: memoryview
+) -> DeleteShareGroupStateRequest: ...
+@overload
+def decode_request(
+    api_key: Literal[ApiKey.READ_SHARE_GROUP_STATE_SUMMARY], version: int, body: memoryview
+) -> ReadShareGroupStateSummaryRequest: ...
 @overload
 def decode_request(
     api_key: Literal[ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS], version: int, body: memoryview

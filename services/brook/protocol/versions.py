@@ -180,6 +180,9 @@ FLEXIBLE_FROM: dict[int, int] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: 0,
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: 0,
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: 0,
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: 0,
+    ApiKey.DELETE_SHARE_GROUP_STATE: 0,
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: 0,
 }
 
 # Every version Brook can decode and answer (inclusive ranges). The first block is the set all four
@@ -250,6 +253,10 @@ ALL_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),  # v1: Lag (KIP-1226)
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    # Between brokers: a group coordinator asks partition leaders for their share-partitions' state.
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),  # v1: DeliveryCompleteCount (KIP-1226)
 }
 
 _NEVER = 1 << 15

@@ -79,6 +79,9 @@ class ShareGroup:
     members: dict[str, ShareMember] = field(default_factory=dict)
     # what the assignment was computed from: topic -> (id, partitions) of the subscribed topics
     metadata: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    # every topic a member subscribed to or an offset reset named: where its share-partitions may have
+    # state on other brokers (DescribeShareGroupOffsets of all topics asks their leaders)
+    topics: set[str] = field(default_factory=set)
 
     @property
     def state(self) -> str:
@@ -176,6 +179,7 @@ class ShareGroups:
             and frozenset(hb.subscribed_topic_names) != member.subscribed
         ):
             member.subscribed = frozenset(hb.subscribed_topic_names)
+            group.topics.update(member.subscribed)
             group.group_epoch += 1
         if hb.rack_id is not None:
             member.rack_id = hb.rack_id

@@ -67,7 +67,9 @@ def test_note_version_set_and_admin_additions() -> None:
     # KIP-932: v0 was Kafka 4.0's early access; v2 of ShareFetch/ShareAcknowledge: RENEW (KIP-1222)
     assert ALL_VERSIONS[ApiKey.SHARE_GROUP_HEARTBEAT] == (1, 1)
     assert ALL_VERSIONS[ApiKey.SHARE_FETCH] == (1, 2)
-    assert len(ALL_VERSIONS) == 56
+    # KIP-932's share-state RPCs, between brokers (v1 of the summary: DeliveryCompleteCount)
+    assert ALL_VERSIONS[ApiKey.READ_SHARE_GROUP_STATE_SUMMARY] == (0, 1)
+    assert len(ALL_VERSIONS) == 59
 
 
 def test_flexibility() -> None:
