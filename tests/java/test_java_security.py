@@ -168,6 +168,11 @@ def java(tmp_path: Path, env: Env) -> Iterator[JavaClients]:
         yield j
 
 
+# A refusal answered at once, against a client that would otherwise give up only after 60 s of
+# retries (its timeouts below): far apart, so a slow JVM on a loaded machine is not read as either.
+REFUSED_WITHIN_S = 25
+
+
 def roundtrip(java: JavaClients, conf: dict[str, Any], tag: str) -> None:
     java.call(
         "producer", name=f"p-{tag}", config={**conf, "max.block.ms": "15000", "delivery.timeout.ms": "40000"}
@@ -205,13 +210,15 @@ def test_no_client_certificate_refused_as_kafka_refuses(env: Env, java: JavaClie
     alert reaches the client (SslAuthenticationException at once, not a timeout after retries)."""
     no_cert = {k: v for k, v in env.mtls().items() if not k.startswith("ssl.keystore")}
     java.call(
-        "admin", name="a", config={**no_cert, "default.api.timeout.ms": "20000", "request.timeout.ms": "5000"}
+        "admin",
+        name="a",
+        config={**no_cert, "default.api.timeout.ms": "60000", "request.timeout.ms": "30000"},
     )
     start = time.monotonic()
     with pytest.raises(JavaError) as e:
         java.call("list_topics", name="a")
     assert e.value.kind == "SslAuthenticationException", e.value
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < REFUSED_WITHIN_S
 
 
 def test_oauthbearer(env: Env, java: JavaClients) -> None:
@@ -221,23 +228,23 @@ def test_oauthbearer(env: Env, java: JavaClients) -> None:
 
 def test_wrong_password_refused_fast(env: Env, java: JavaClients) -> None:
     conf = env.sasl("SCRAM-SHA-512", "alice", "not-her-password")
-    java.call("admin", name="a", config={**conf, "default.api.timeout.ms": "30000"})
+    java.call("admin", name="a", config={**conf, "default.api.timeout.ms": "60000"})
     start = time.monotonic()
     with pytest.raises(JavaError) as e:
         java.call("list_topics", name="a")
     assert e.value.kind == "SaslAuthenticationException", e.value
     # The broker's refusal (Kafka's words), not the client's own check of the server's signature.
     assert "due to invalid credentials with SASL mechanism SCRAM-SHA-512" in e.value.message, e.value
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < REFUSED_WITHIN_S
 
 
 def test_missing_acls_refused(env: Env, java: JavaClients) -> None:
     bob = env.sasl("SCRAM-SHA-512", "bob", USERS["bob"])
-    java.call("producer", name="p", config={**bob, "max.block.ms": "15000"})
+    java.call("producer", name="p", config={**bob, "max.block.ms": "60000"})
     start = time.monotonic()
     out = java.call("send", name="p", topic="sec", records=[{"value": "x"}])
     assert out[0]["error"] == "TopicAuthorizationException", out
-    assert time.monotonic() - start < 10
+    assert time.monotonic() - start < REFUSED_WITHIN_S
     # alice may read the topic but not as group "g-other"
     alice = env.sasl("SCRAM-SHA-512", "alice", USERS["alice"])
     java.call("consumer", name="c", config={**alice, "group.id": "g-other", "auto.offset.reset": "earliest"})
