@@ -21,7 +21,6 @@ import functools
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -34,6 +33,7 @@ import yaml
 
 from brook.dev.etcd import EtcdProcess
 from brook.dev.supervisor import die_with_parent
+from tests.support.ports import free_port
 
 from .pki import CertFiles, Pki
 
@@ -44,12 +44,6 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 
 class ControlPlaneError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def find_binaries(install: bool = True) -> Path:
