@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 import typer.main
 
+from brook.cli_exit import fail
 from brook.console import app
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -40,17 +41,11 @@ def root(
         return
     level = log_level.upper()
     if level not in LOG_LEVELS:
-        _fail(f"--log-level {log_level}: use DEBUG, INFO, WARNING or ERROR (or BROOK_LOG_LEVEL)")
+        fail(f"--log-level {log_level}: use DEBUG, INFO, WARNING or ERROR (or BROOK_LOG_LEVEL)")
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
 SERVER_COMMANDS = ("broker", "dev")
-
-
-def _fail(message: str) -> NoReturn:
-    """As brook.cli_security.fail, which this module does not import: it imports the broker's settings."""
-    print(f"brook: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -67,7 +62,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(1) from None
     except typer.TyperException as e:  # a server's start-up errors are one line, as every other
         message = e.format_message() if hasattr(e, "format_message") else str(e)
-        _fail(f"{message} (see `brook {'broker' if command == 'broker' else 'dev up'} --help`)")
+        fail(f"{message} (see `brook {'broker' if command == 'broker' else 'dev up'} --help`)")
 
 
 def _command(argv: list[str]) -> str | None:

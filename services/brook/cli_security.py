@@ -5,12 +5,11 @@ come typed and within their ranges (brook.broker.options) and are checked here a
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import NoReturn
 
 from brook.broker.settings import BrokerSettings
+from brook.cli_exit import fail
 from brook.metadata import EtcdAuth
 from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
 from brook.security.connection_limits import ConnectionLimitSettings, parse_overrides
@@ -20,12 +19,6 @@ from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import TlsSettings
-
-
-def fail(message: str) -> NoReturn:
-    """A start-up error: one line naming the flag or variable and what to do; exit status 2."""
-    print(f"brook: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def listeners(a: SimpleNamespace) -> list[Listener]:

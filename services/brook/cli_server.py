@@ -25,7 +25,8 @@ import typer
 from brook.broker.options import CONFIG, OPTIONS, RACK_AWARE_SELECTOR, Option
 from brook.broker.settings import BrokerSettings
 from brook.cli_config import ConfigError, in_pod, resolve
-from brook.cli_security import etcd_auth, fail, security
+from brook.cli_exit import fail
+from brook.cli_security import etcd_auth, security
 from brook.config import TOPIC_CONFIGS, validate_topic_config
 from brook.dev.up import dev_up
 from brook.groups import GroupSettings
@@ -35,7 +36,6 @@ from brook.metadata import EtcdAuthError, EtcdUnavailableError, MetadataError
 from brook.server.runner import run
 from brook.transactions import TxnSettings
 
-_fail = fail
 PRECEDENCE = (
     "A setting comes from, highest first: its flag (or BROOK_* variable), an --override key=value, the "
     "--config server.properties (Kafka's names), its default."
@@ -45,13 +45,13 @@ PRECEDENCE = (
 def _check_data_dir(path: Path) -> None:
     """--data-dir must be a directory this process can write (made when missing)."""
     if path.exists() and not path.is_dir():
-        _fail(f"--data-dir {path} is a file: give a directory (BROOK_DATA_DIR)")
+        fail(f"--data-dir {path} is a file: give a directory (BROOK_DATA_DIR)")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        _fail(f"--data-dir {path}: cannot create it ({e.strerror})")
+        fail(f"--data-dir {path}: cannot create it ({e.strerror})")
     if not os.access(path, os.W_OK | os.X_OK):
-        _fail(f"--data-dir {path} is not writable by this user: fix its permissions or choose another")
+        fail(f"--data-dir {path} is not writable by this user: fix its permissions or choose another")
 
 
 def _node_id(a: SimpleNamespace) -> int:
@@ -63,7 +63,7 @@ def _node_id(a: SimpleNamespace) -> int:
     if a.node_id_from_hostname or os.environ.get("BROOK_POD_NAME") or "BROOK_NODE_ID" in os.environ:
         m = re.search(r"-(\d+)$", name)
         if m is None:
-            _fail(f"cannot take the broker id from '{name}': it does not end in -<ordinal>")
+            fail(f"cannot take the broker id from '{name}': it does not end in -<ordinal>")
         return int(m.group(1))
     return 0
 
@@ -84,7 +84,7 @@ def _replica_selector(a: SimpleNamespace) -> str | None:
     """--replica-selector-class: empty (leaders serve every fetch) or Kafka's RackAwareReplicaSelector."""
     name = (a.replica_selector_class or "").strip()
     if name and name != RACK_AWARE_SELECTOR:
-        _fail(f"--replica-selector-class: only {RACK_AWARE_SELECTOR} is available, not '{name}'")
+        fail(f"--replica-selector-class: only {RACK_AWARE_SELECTOR} is available, not '{name}'")
     return name or None
 
 
@@ -94,7 +94,7 @@ def _consumer_assignors(value: str) -> tuple[str, ...]:
     unknown = [n for n in names if n not in ASSIGNORS]
     if not names or unknown:
         bad = ", ".join(unknown) or "(none)"
-        _fail(f"--group-consumer-assignors: unknown {bad}; known: {', '.join(ASSIGNORS)}")
+        fail(f"--group-consumer-assignors: unknown {bad}; known: {', '.join(ASSIGNORS)}")
     return names
 
 
@@ -104,11 +104,11 @@ def _topic_defaults(items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            _fail(f"--topic-default expects name=value, got '{item}'")
+            fail(f"--topic-default expects name=value, got '{item}'")
         if key not in TOPIC_CONFIGS:
-            _fail(f"--topic-default {item}: unknown topic config '{key}'; known: {', '.join(TOPIC_CONFIGS)}")
+            fail(f"--topic-default {item}: unknown topic config '{key}'; known: {', '.join(TOPIC_CONFIGS)}")
         if (err := validate_topic_config(key, value)) is not None:
-            _fail(f"--topic-default {item}: {err}")
+            fail(f"--topic-default {item}: {err}")
         defaults[key] = value
     return defaults
 
@@ -192,7 +192,7 @@ def _pairs(flag: str, items: list[str]) -> dict[str, str]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
-            _fail(f"{flag} expects name=value, got '{item}'")
+            fail(f"{flag} expects name=value, got '{item}'")
         out[key] = value
     return out
 
@@ -245,7 +245,7 @@ def broker(
     try:
         resolved = resolve(config, override or [], given, in_pod())
     except ConfigError as e:
-        _fail(str(e))
+        fail(str(e))
     for warning in resolved.warnings:
         logging.getLogger("brook.cli").warning("%s", warning)
     settings = _broker_settings(resolved.values)
@@ -254,17 +254,15 @@ def broker(
     try:
         run(settings, lambda s: print(f"bootstrap: {settings.advertised[0]}:{s.port}", flush=True))
     except EtcdAuthError as e:  # wrong password, untrusted certificate: say so, no traceback
-        _fail(f"cannot start: {e}")
+        fail(f"cannot start: {e}")
     except MetadataError as e:  # etcd unreachable, the broker id taken, ...: one line, as above
         logging.getLogger("brook.cli").debug("start-up failed", exc_info=True)
         hint = " (check --etcd-endpoints / BROOK_ETCD_ENDPOINTS)"
-        _fail(f"cannot start: {e}" + (hint if isinstance(e, EtcdUnavailableError) else ""))
+        fail(f"cannot start: {e}" + (hint if isinstance(e, EtcdUnavailableError) else ""))
     except OSError as e:  # start-up: a port taken, an address that is not this machine's, ...
         if e.errno == errno.EADDRINUSE:
-            _fail(
-                f"a port is already in use ({e.strerror}): choose another --port/--listeners/--metrics-port"
-            )
-        _fail(f"cannot start: {e.strerror or e}")
+            fail(f"a port is already in use ({e.strerror}): choose another --port/--listeners/--metrics-port")
+        fail(f"cannot start: {e.strerror or e}")
 
 
 def _broker_signature() -> None:

@@ -14,13 +14,13 @@ import fcntl
 import os
 import signal
 import socket
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+
+from brook.cli_exit import fail
 
 from .etcd import EtcdNotFoundError, EtcdProcess
 from .supervisor import BrokerSpec, Supervisor, exit_reason
@@ -105,11 +105,6 @@ class _Stop:
                     os.kill(pid, signal.SIGKILL)
 
 
-def _fail(message: str) -> NoReturn:
-    print(f"brook: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(2)
-
-
 def dev_up(
     data_dir: Path | None,
     port: int,
@@ -118,18 +113,18 @@ def dev_up(
     metrics_port: int = 9308,
 ) -> None:
     if brokers < 1:
-        _fail(f"--brokers {brokers}: give 1 or more")
+        fail(f"--brokers {brokers}: give 1 or more")
     directory = (data_dir or Path(tempfile.mkdtemp(prefix="brook-dev-"))).resolve()
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        _fail(f"--data-dir {directory}: {e.strerror}")
+        fail(f"--data-dir {directory}: {e.strerror}")
     stop = _Stop()
     try:
         with _lock(directory):
             _run(directory, port, metrics_port, brokers, event_loop, stop)
     except DevUpError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 def _specs(
