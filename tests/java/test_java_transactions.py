@@ -56,14 +56,14 @@ def start_processor(java: JavaClients, bootstrap: str, tid: str) -> None:
     java.call("subscribe", name="in", topics=["ctp-in"])
 
 
-def process_once(java: JavaClients, commit: bool = True) -> int:
+def process_once(java: JavaClients, commit: bool = True, out_topic: str = "ctp-out") -> int:
     """One transaction: up to 10 inputs → their upper-cased copies + the inputs' offsets."""
     batch = java.call("poll", name="in", count=1, timeout_ms=5000)
     if not batch:
         return 0
     java.call("begin_transaction", name="out")
     out = [{"key": r["key"], "value": r["value"].upper()} for r in batch]
-    assert all("error" not in r for r in java.call("send", name="out", topic="ctp-out", records=out))
+    assert all("error" not in r for r in java.call("send", name="out", topic=out_topic, records=out))
     last: dict[str, dict[str, int]] = {}
     for r in batch:
         last.setdefault(r["topic"], {})[str(r["partition"])] = r["offset"] + 1
@@ -165,3 +165,34 @@ def test_transaction_timeout_aborts(txbroker: BrokerProcess, java: JavaClients) 
         java.call("commit_transaction", name="p")
     assert e.value.kind in ("ProducerFencedException", "InvalidProducerEpochException"), e.value
     assert java.call("poll", name="c", count=1, timeout_ms=1000) == []
+
+
+def test_offsets_in_a_transaction_from_a_consumer_protocol_member(
+    txbroker: BrokerProcess, java: JavaClients
+) -> None:
+    """sendOffsetsToTransaction with the groupMetadata of a KIP-848 consumer (group.protocol=consumer):
+    TxnOffsetCommit names the member and its member epoch, which the coordinator checks as Kafka does
+    and then commits with the transaction."""
+    b = txbroker.bootstrap
+    create(java, b, "kip848-in", partitions=2)
+    create(java, b, "kip848-out", partitions=2)
+    java.call("producer", name="src848", config={"bootstrap.servers": b})
+    inputs = [{"key": f"k{i}", "value": f"in-{i}"} for i in range(30)]
+    assert all("error" not in r for r in java.call("send", name="src848", topic="kip848-in", records=inputs))
+    java.call("producer", name="out", config={"bootstrap.servers": b, "transactional.id": "kip848-tx"})
+    java.call("init_transactions", name="out")
+    consumer(
+        java,
+        "in",
+        b,
+        "g-kip848",
+        **{"isolation.level": "read_committed", "max.poll.records": "10", "group.protocol": "consumer"},
+    )
+    java.call("subscribe", name="in", topics=["kip848-in"])
+    java.call("admin", name="a848", config={"bootstrap.servers": b})
+    done, deadline = 0, time.monotonic() + 60
+    while done < 30:
+        assert time.monotonic() < deadline, f"{done} of 30 processed"
+        done += process_once(java, out_topic="kip848-out")
+    committed = java.call("list_group_offsets", name="a848", group="g-kip848")
+    assert sum(v or 0 for v in committed.values()) == 30

@@ -40,6 +40,8 @@ __all__ = ["ConsumerGroups", "Heartbeat", "HeartbeatResult"]
 
 # topic name -> (topic id, partition count)
 TopicsView = Callable[[], Mapping[str, tuple[bytes, int]]]
+# A commit's check of one partition (topic name, partition): raises the error to answer it with.
+PartitionCheck = Callable[[str, int], None]
 # Appends a group's records to its partition of __consumer_offsets; the error to answer with, if any.
 RecordWriter = Callable[[str, list[Record]], Awaitable[ErrorCode]]
 
@@ -490,27 +492,52 @@ class ConsumerGroups:
                 log.exception("consumer group session expiry failed")
 
     # -- offsets and listing ------------------------------------------------------------------------
-    def validate_commit(self, group_id: str, member_id: str, member_epoch: int, version: int) -> None:
-        """Kafka's ConsumerGroup.validateOffsetCommit; raises the error to answer with."""
+    def validate_commit(
+        self, group_id: str, member_id: str, member_epoch: int, version: int = 9, transactional: bool = False
+    ) -> PartitionCheck | None:
+        """Kafka 4.4's ConsumerGroup.validateOffsetCommit: raises the error to answer every partition
+        with, or returns the check of each partition for a commit with an older member epoch (None:
+        all may be committed)."""
         group = self.groups[group_id]
         if member_epoch < 0 and not group.members:
-            return  # an admin commit (or a consumer outside group management) to an empty group
+            return None  # an admin commit (or a consumer outside group management) to an empty group
         member = group.members.get(member_id)
         if member is None:
             raise KafkaError(
                 ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
             )
-        if version < 9:
+        if version < 9 and not transactional:
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_VERSION,
                 "OffsetCommit version 9 or above must be used by members using the modern group protocol",
             )
-        if member_epoch != member.member_epoch:
+        if member_epoch == member.member_epoch:
+            return None
+        if member_epoch > member.member_epoch:
             raise KafkaError(
                 ErrorCode.STALE_MEMBER_EPOCH,
-                f"The received member epoch {member_epoch} does not match the expected member epoch "
+                f"Received member epoch {member_epoch} is newer than current member epoch "
                 f"{member.member_epoch}.",
             )
+        topic_ids = {name: tid for name, (tid, _) in self._topics().items()}
+
+        def check(topic: str, partition: int) -> None:
+            """An older epoch commits a partition the member has held since that epoch or before
+            (a commit sent before a rebalance bumped the epoch), never one it got later or lost."""
+            held = member.assignment_epoch(topic_ids.get(topic, b""), partition)
+            if held is None:
+                raise KafkaError(
+                    ErrorCode.STALE_MEMBER_EPOCH,
+                    f"Partition {topic}-{partition} is not assigned or pending revocation for member.",
+                )
+            if member_epoch < held:
+                raise KafkaError(
+                    ErrorCode.STALE_MEMBER_EPOCH,
+                    f"Received member epoch {member_epoch} is older than assignment epoch {held} for "
+                    f"partition {topic}-{partition}.",
+                )
+
+        return check
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9+ names the member)."""

@@ -58,6 +58,17 @@ class ConsumerMember:
     pending_revocation: Assignment = field(default_factory=dict)
     session_deadline: float = 0.0  # monotonic seconds
     rebalance_deadline: float | None = None  # set while partitions wait to be revoked
+    # the member epoch at which each held partition was assigned (Kafka 4.4's assignment epochs): a
+    # commit with an older member epoch is taken for partitions held since then
+    assignment_epochs: dict[tuple[bytes, int], int] = field(default_factory=dict)
+
+    def assignment_epoch(self, topic_id: bytes, partition: int) -> int | None:
+        """The epoch the member has held the partition since (assigned or pending revocation);
+        None when it does not hold it. Unknown (a group loaded from records): its current epoch."""
+        held = self.assigned.get(topic_id, set()) | self.pending_revocation.get(topic_id, set())
+        if partition not in held:
+            return None
+        return self.assignment_epochs.get((topic_id, partition), self.member_epoch)
 
     def owned(self) -> Assignment:
         """What the member may still be consuming: its assigned and to-be-revoked partitions."""
@@ -184,6 +195,7 @@ def _next(group: ConsumerGroup, member: ConsumerMember) -> None:
         member.assigned = {t: ps for t, ps in member.assigned.items() if ps}
         member.pending_revocation = revoking
         member.state = MemberState.UNREVOKED_PARTITIONS
+        _keep_assignment_epochs(member)
         return
     member.assigned = assigned
     member.pending_revocation = {}
@@ -191,3 +203,11 @@ def _next(group: ConsumerGroup, member: ConsumerMember) -> None:
         member.previous_member_epoch = member.member_epoch
         member.member_epoch = group.assignment_epoch
     member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+    _keep_assignment_epochs(member)
+
+
+def _keep_assignment_epochs(member: ConsumerMember) -> None:
+    """Partitions held before keep their assignment epoch; new ones get the member's epoch."""
+    held = [(t, p) for a in (member.assigned, member.pending_revocation) for t, ps in a.items() for p in ps]
+    before = member.assignment_epochs
+    member.assignment_epochs = {tp: before.get(tp, member.member_epoch) for tp in held}

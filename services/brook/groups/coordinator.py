@@ -36,6 +36,7 @@ from brook.protocol.primitives import java_string_hash
 from brook.protocol.txn_records import CONTROL_COMMIT
 from brook.tasks import cancel_and_wait
 
+from .commit_checks import split, txn_commits
 from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
 from .consumer_store import Record
 from .group import Group, GroupState, Member
@@ -305,8 +306,9 @@ class GroupCoordinator(GroupMembership):
         try:
             self.check_coordinator(group_id)
             if group_id in self.consumer.groups:
-                self.consumer.validate_commit(group_id, member_id, generation, api_version)
-                return await self._commit(group_id, commits, topic_exists)
+                check = self.consumer.validate_commit(group_id, member_id, generation, api_version)
+                taken, refused = split(commits, check)
+                return {**await self._commit(group_id, taken, topic_exists), **refused}
         except KafkaError as e:
             return all_(e.code)
         group = self._groups.get(group_id)
@@ -400,6 +402,14 @@ class GroupCoordinator(GroupMembership):
             self.check_coordinator(group_id)
         except KafkaError as e:
             return all_(e.code)
+        if group_id in self.consumer.groups:  # a consumer group (KIP-848): its member and epoch
+            taken, refused = txn_commits(
+                self.consumer, group_id, member_id, group_instance_id, generation, commits
+            )
+            written = await self._write_txn_offsets(
+                group_id, producer_id, producer_epoch, taken, topic_exists
+            )
+            return {**written, **refused}
         group = self._groups.get(group_id)
         if generation >= 0 or member_id:  # KIP-447: the producer's consumer must still be a member
             if group is None:
@@ -408,6 +418,16 @@ class GroupCoordinator(GroupMembership):
                 return all_(ErrorCode.UNKNOWN_MEMBER_ID)
             if generation >= 0 and generation != group.generation:
                 return all_(ErrorCode.ILLEGAL_GENERATION)
+        return await self._write_txn_offsets(group_id, producer_id, producer_epoch, commits, topic_exists)
+
+    async def _write_txn_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commits: list[OffsetCommit],
+        topic_exists: Callable[[str, int], bool],
+    ) -> dict[tuple[str, int], ErrorCode]:
         now = self.now_ms()
         results, records, values = self._offset_records(group_id, commits, topic_exists, now)
         batch = build_batch(records, now, producer_id, producer_epoch) if records else b""

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from brook.groups.assignors import assign_range, assign_uniform
 from brook.groups.consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
 from brook.groups.consumer_store import Record
@@ -120,21 +122,54 @@ def test_session_timeout_fences_and_frees_partitions() -> None:
     assert b2.assignment == {T1: {0, 1, 2, 3}}
 
 
-def test_commit_needs_the_current_member_epoch() -> None:
+def test_commit_checks_the_member_epoch_as_kafka_4_4() -> None:
     c, _ = coordinator()
     a = join(c, "A")
     errors = []
-    for member, epoch, version in (("A", a.member_epoch - 1, 9), ("B", a.member_epoch, 9), ("A", 1, 8)):
+    for member, epoch, version in (("A", a.member_epoch + 1, 9), ("B", a.member_epoch, 9), ("A", 1, 8)):
         try:
             c.validate_commit("g", member, epoch, version)
         except KafkaError as e:
             errors.append(e.code)
     assert errors == [
-        ErrorCode.STALE_MEMBER_EPOCH,
+        ErrorCode.STALE_MEMBER_EPOCH,  # newer than the member's
         ErrorCode.UNKNOWN_MEMBER_ID,
         ErrorCode.UNSUPPORTED_VERSION,
     ]
-    c.validate_commit("g", "A", a.member_epoch, 9)
+    assert c.validate_commit("g", "A", a.member_epoch, 9) is None  # the current epoch: every partition
+
+
+def test_an_older_epoch_commits_the_partitions_held_since_then() -> None:
+    """Kafka 4.4's assignment epochs: a commit sent before a rebalance moved the member's epoch on is
+    taken for the partitions it held at that epoch (also those being revoked), refused for the
+    partitions it got later and for those it no longer holds."""
+    c, _ = coordinator()
+    a = join(c, "A")
+    first = a.member_epoch
+    hb(c, "A", first, owned={T1: {0, 1, 2, 3}})
+    b = join(c, "B")
+    a2 = hb(c, "A", first, owned={T1: {0, 1, 2, 3}})  # told to give two up: A revokes them
+    assert a2.assignment is not None
+    kept = a2.assignment[T1]
+    revoked = {0, 1, 2, 3} - kept
+    a3 = hb(c, "A", first, owned={T1: kept})
+    assert a3.member_epoch > first
+    check = c.validate_commit("g", "A", first, 9)
+    assert check is not None
+    for p in kept:
+        check("t1", p)  # held since `first`: taken
+    for p in revoked:  # moved to B: refused
+        with pytest.raises(KafkaError) as e:
+            check("t1", p)
+        assert e.value.code == ErrorCode.STALE_MEMBER_EPOCH
+    # B's partitions were assigned at its current epoch: an older one is refused for them
+    b2 = hb(c, "B", b.member_epoch, owned={})
+    assert b2.assignment == {T1: revoked}
+    check_b = c.validate_commit("g", "B", b2.member_epoch - 1, 9)
+    assert check_b is not None
+    with pytest.raises(KafkaError) as e:
+        check_b("t1", min(revoked))
+    assert "older than assignment epoch" in e.value.message
 
 
 def test_regex_subscription_follows_new_topics() -> None:
