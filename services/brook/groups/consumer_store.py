@@ -65,7 +65,12 @@ def _member_value(m: ConsumerMember) -> bytes:
 def _current_value(m: ConsumerMember) -> bytes:
     return rec.encode_current_assignment(
         rec.CurrentAssignmentValue(
-            m.member_epoch, m.previous_member_epoch, _STATES[m.state], m.assigned, m.pending_revocation
+            m.member_epoch,
+            m.previous_member_epoch,
+            _STATES[m.state],
+            m.assigned,
+            m.pending_revocation,
+            m.assignment_epochs,
         )
     )
 
@@ -168,6 +173,7 @@ class ConsumerGroupStore:
                 member.state = _STATE_OF.get(v.state, MemberState.STABLE)
                 member.assigned = {t: set(ps) for t, ps in v.assigned.items()}
                 member.pending_revocation = {t: set(ps) for t, ps in v.pending_revocation.items()}
+                member.assignment_epochs = dict(v.epochs)
             group.members[mid] = member
 
     def _tombstone(

@@ -6,8 +6,8 @@ message (compact strings and arrays, tagged fields). Types, as Kafka 4.4's Coord
 ConsumerGroupPartitionMetadata (no longer written by Kafka 4.x: read and ignored), 5
 ConsumerGroupMemberMetadata (a member's subscription), 6 ConsumerGroupTargetAssignmentMetadata
 (the assignment epoch; tag 0: when it was computed), 7 ConsumerGroupTargetAssignmentMember, 8
-ConsumerGroupCurrentMemberAssignment (Kafka 4.4's per-partition assignment epochs, a tagged field,
-are skipped when read and not written). A null value is a tombstone.
+ConsumerGroupCurrentMemberAssignment (with Kafka 4.4's per-partition assignment epochs in each
+topic's tag 0, written when every partition's is known). A null value is a tombstone.
 """
 
 from __future__ import annotations
@@ -50,6 +50,8 @@ _CLASSIC_MEMBER_TAG = 0
 
 # topic id -> partitions
 Partitions = Mapping[bytes, set[int]]
+# (topic id, partition) -> epoch
+Epochs = Mapping[tuple[bytes, int], int]
 
 
 def record_type(raw_key: bytes) -> int:
@@ -176,7 +178,7 @@ def decode_member_metadata(raw: bytes) -> MemberMetadataValue:
     return MemberMetadataValue(instance, rack, client_id, client_host, names, regex, timeout, assignor)
 
 
-def _write_partitions(w: Writer, partitions: Partitions) -> None:
+def _write_partitions(w: Writer, partitions: Partitions, epochs: Epochs | None = None) -> None:
     topics = sorted((t, ps) for t, ps in partitions.items() if ps)
     w.compact_array_len(len(topics))
     for topic_id, ps in topics:
@@ -184,15 +186,28 @@ def _write_partitions(w: Writer, partitions: Partitions) -> None:
         w.compact_array_len(len(ps))
         for p in sorted(ps):
             w.int32(p)
-        _end(w)
+        tags = None
+        if epochs is not None and all((topic_id, p) in epochs for p in ps):
+            e = Writer()  # AssignmentEpochs: one per partition, in the partitions' order
+            e.compact_array_len(len(ps))
+            for p in sorted(ps):
+                e.int32(epochs[(topic_id, p)])
+            tags = {0: e.getvalue()}
+        _end(w, tags)
 
 
-def _read_partitions(r: Reader) -> dict[bytes, set[int]]:
+def _read_partitions(r: Reader, epochs: dict[tuple[bytes, int], int] | None = None) -> dict[bytes, set[int]]:
     out: dict[bytes, set[int]] = {}
     for _ in range(r.compact_array_len()):
         topic_id = bytes(r.uuid())
-        out.setdefault(topic_id, set()).update(r.int32() for _ in range(r.compact_array_len()))
-        r.skip_tagged_fields()
+        ps = [r.int32() for _ in range(r.compact_array_len())]
+        out.setdefault(topic_id, set()).update(ps)
+        for tag, data in r.tagged_fields():
+            if tag == 0 and epochs is not None:
+                e = Reader(data)
+                n = e.compact_array_len()
+                if n == len(ps):
+                    epochs.update({(topic_id, p): e.int32() for p in ps})
     return out
 
 
@@ -218,6 +233,8 @@ class CurrentAssignmentValue:
     state: int  # Kafka's MemberState: 0 STABLE, 1 UNREVOKED_PARTITIONS, 2 UNRELEASED_PARTITIONS
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # (topic id, partition) -> the member epoch it was assigned at (Kafka 4.4's AssignmentEpochs)
+    epochs: Epochs = field(default_factory=dict)
 
 
 def encode_current_assignment(v: CurrentAssignmentValue) -> bytes:
@@ -226,8 +243,8 @@ def encode_current_assignment(v: CurrentAssignmentValue) -> bytes:
     w.int32(v.member_epoch)
     w.int32(v.previous_member_epoch)
     w.int8(v.state)
-    _write_partitions(w, v.assigned)
-    _write_partitions(w, v.pending_revocation)
+    _write_partitions(w, v.assigned, v.epochs)
+    _write_partitions(w, v.pending_revocation, v.epochs)
     _end(w)
     return w.getvalue()
 
@@ -235,6 +252,7 @@ def encode_current_assignment(v: CurrentAssignmentValue) -> bytes:
 def decode_current_assignment(raw: bytes) -> CurrentAssignmentValue:
     r = _value(Reader(memoryview(raw)))
     epoch, previous, state = r.int32(), r.int32(), r.int8()
-    assigned, pending = _read_partitions(r), _read_partitions(r)
+    epochs: dict[tuple[bytes, int], int] = {}
+    assigned, pending = _read_partitions(r, epochs), _read_partitions(r, epochs)
     r.skip_tagged_fields()
-    return CurrentAssignmentValue(epoch, previous, state, assigned, pending)
+    return CurrentAssignmentValue(epoch, previous, state, assigned, pending, epochs)
