@@ -9,7 +9,8 @@ behind Iceberg's RESTCatalogServlet on Jetty, run with the classpath `scripts/se
 The server reads its catalog's properties from CATALOG_* variables (RCKUtils.environmentCatalogConfig:
 CATALOG_WAREHOUSE is `warehouse`, CATALOG_REST_PORT is `rest.port`); it hands out table locations under
 its warehouse, a local directory here, where the broker's pyiceberg writes the data files and the
-server's HadoopFileIO the table metadata.
+server's HadoopFileIO the table metadata. The server takes no host (Jetty's Server(port)): it listens on
+every interface, and the tests talk to it on 127.0.0.1.
 """
 
 from __future__ import annotations
