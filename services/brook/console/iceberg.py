@@ -23,6 +23,19 @@ CatalogUri = Annotated[
 ]
 
 
+def reading_settings(catalog_uri: str) -> IcebergSettings:
+    """The catalog as reading a table's record needs it. A SQL catalog's warehouse is only where new
+    tables go: a placeholder keeps its default (a directory under the current one) from being made. A
+    REST catalog gets none: there the `warehouse` property is the server's to interpret (Polaris and
+    Lakekeeper pick a catalog by it), and one set as PYICEBERG_CATALOG__BROOK__WAREHOUSE must stand."""
+    from brook.iceberg.catalog import RestCatalogKind, catalog_kind
+
+    settings = IcebergSettings(catalog_uri)
+    if isinstance(catalog_kind(settings), RestCatalogKind):
+        return settings
+    return IcebergSettings(catalog_uri, warehouse="file:///nonexistent")
+
+
 def table_offsets(catalog_uri: str, namespace: str, table: str) -> dict[int, int] | None:
     """{partition: next offset} the table records; None when it does not exist (yet)."""
     from pyiceberg.exceptions import NoSuchTableError
@@ -30,8 +43,7 @@ def table_offsets(catalog_uri: str, namespace: str, table: str) -> dict[int, int
     from brook.iceberg.catalog import open_catalog, recorded_offsets
 
     try:
-        # The warehouse is only where new tables go: reading needs the catalog alone.
-        catalog = open_catalog(IcebergSettings(catalog_uri, warehouse="file:///nonexistent"), Path("."))
+        catalog = open_catalog(reading_settings(catalog_uri), Path("."))
         return recorded_offsets(catalog.load_table((namespace, table)))
     except NoSuchTableError:
         return None
