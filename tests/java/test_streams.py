@@ -86,6 +86,10 @@ class Output:
         self.c.close()
 
 
+N_MAX = 18_000  # events fed while the kill is prepared (at 100 a second: past the 180 s it may take)
+N_TOTAL = 20_000  # events in all, after the clean rebalance
+
+
 def produce(bootstrap: str, first: int, last: int, per_tick: int = 0) -> None:
     """Events first..last-1, `per_tick` every 0.1 s (0: all at once)."""
     p = Producer(
@@ -188,9 +192,16 @@ def test_exactly_once_through_kill_and_rebalance(txn_cluster: Cluster, tmp_path:
     try:
         for s in (a, c):
             s.wait_for("STATE RUNNING", 180)
-        # Under load: events keep arriving while instance a is killed mid-processing.
-        n1 = 6000
-        feeder = threading.Thread(target=produce, args=(b, 0, n1, 60))
+        # Under load: events keep arriving (100 a second) until instance a has been killed
+        # mid-processing and restarted, however long the pipeline takes to get going.
+        fed, stop = [0], threading.Event()
+
+        def feed() -> None:
+            while not stop.is_set() and fed[0] < N_MAX:
+                produce(b, fed[0], fed[0] + 100, 10)
+                fed[0] += 100
+
+        feeder = threading.Thread(target=feed)
         feeder.start()
         progress = Output(b, "enriched", "read_uncommitted")
         eventually(lambda: len(progress.read()) >= 1500, 120, "the pipeline to get going")
@@ -200,7 +211,9 @@ def test_exactly_once_through_kill_and_rebalance(txn_cluster: Cluster, tmp_path:
         a.kill()
         time.sleep(1)
         a.start()
+        stop.set()
         feeder.join()
+        n1 = fed[0]
         wait_output(b, n1)
         print(f"kill -9 and restart: {n1} events exactly once, {time.monotonic() - t0:.0f}s")
         # num.standby.replicas=1: each instance keeps a warm copy of some of the other's stores.
@@ -209,7 +222,7 @@ def test_exactly_once_through_kill_and_rebalance(txn_cluster: Cluster, tmp_path:
 
         # A clean rebalance: c leaves, a takes over (its standbys become active), c comes back.
         c.stop()
-        n2 = 8000
+        n2 = N_TOTAL
         produce(b, n1, n2)
         c.start()
         wait_output(b, n2)
@@ -222,16 +235,11 @@ def test_exactly_once_through_kill_and_rebalance(txn_cluster: Cluster, tmp_path:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.xfail(
-    strict=True,
-    reason="the rerun outputs 7,675 of 8,000 events: the inputs' closed segments are gone by then, most "
-    "likely to the topics' 7-day retention, as the events' timestamps (BASE_TS, 2026-09) are older",
-)
 def test_application_reset_and_rerun(txn_cluster: Cluster, tmp_path: Path) -> None:
-    """After the test above (its 8000 events in the topics, its instances stopped):
+    """After the test above (its N_TOTAL events in the topics, its instances stopped):
     kafka-streams-application-reset back to the inputs' start (the table's topic too: its store's
     changelog is deleted with the other internal topics); a rerun outputs it all again."""
-    b, n2 = txn_cluster.bootstrap, 8000
+    b, n2 = txn_cluster.bootstrap, N_TOTAL
     r = kafka_tool(
         "kafka-streams-application-reset",
         "--bootstrap-server",

@@ -81,8 +81,10 @@ class ProducerStateTable:
         return self._verifying.setdefault(producer_id, object())
 
     def verified(self, producer_id: int, guard: object) -> bool:
-        """Whether the guard taken before verifying still holds (no marker of this producer since)."""
-        return self._verifying.get(producer_id) is guard
+        """Whether a verified batch may be appended: a transaction of the producer is open here now
+        (a concurrent request's batch opened it since: Kafka checks the guard only while none is), or
+        the guard taken before verifying still holds (no marker of this producer since)."""
+        return producer_id in self._ongoing or self._verifying.get(producer_id) is guard
 
     def check(self, h: BatchHeader) -> CachedBatch | None:
         """Validate a batch before append. Returns the cached original when it is a duplicate."""

@@ -240,3 +240,17 @@ def test_a_marker_while_a_partition_is_verified_voids_the_verification() -> None
     t.record(replace(header(0), attributes=0x10), 6)  # the transaction's first batch: it is open here
     assert not t.needs_verification(PID, 0)
     assert t.needs_verification(PID, 1)  # a bumped epoch opens a new one
+
+
+def test_two_requests_verified_for_one_transaction_both_append() -> None:
+    """Two Produce requests of one producer to a partition (in flight together), both verified with
+    the same guard: the first one's batch opens the transaction, and the second's must append into
+    it, not be refused as if the transaction had ended (Kafka checks the guard only while no
+    transaction of the producer is open)."""
+    t = ProducerStateTable()
+    first, second = t.start_verification(PID), t.start_verification(PID)
+    assert t.verified(PID, first)
+    t.record(replace(header(0), attributes=0x10), 6)  # the first request's batch opens it
+    assert t.verified(PID, second)
+    t.record(replace(header(-1), attributes=0x30), 7, control=0)  # its marker: it ended
+    assert not t.verified(PID, second)
