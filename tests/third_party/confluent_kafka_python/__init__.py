@@ -1,0 +1,1 @@
+"""confluent-kafka-python's schema registry integration tests against a Brook broker (see README.md)."""
