@@ -2,12 +2,15 @@
 """Brook beside Apache Kafka 4.4 on the same machine, with the same clients, in one run (not a test).
 
     .venv/bin/python bench/side_by_side.py [--rounds 3] [--quick] [--only single|omb] [--omb-rate 5]
+                                           [--with-tansu]
 
 Rounds alternate which broker goes first (round 1: Brook then Kafka, round 2: Kafka then Brook, ...),
 and every figure is the median over the rounds, so a load that comes and goes on this shared machine
-falls on both. Each round, for each broker, on a fresh single broker (Brook: `brook broker` with its
-defaults; Kafka: one KRaft node, broker and controller, -Xmx1g -Xms1g and Kafka's own G1 options), a
-topic of 1 partition:
+falls on both. --with-tansu adds Tansu 0.6.0 (bench/tansu.py: memory-only storage) to the single-broker
+rounds, the order rotating over the three; a step it cannot serve is recorded as "fails" with why.
+Each round, for each broker, on a fresh single broker (Brook: `brook broker` with its defaults; Kafka:
+one KRaft node, broker and controller, -Xmx1g -Xms1g and Kafka's own G1 options), a topic of 1
+partition:
 
 - Java clients: kafka-producer-perf-test (acks=1, linger.ms=5, batch.size=1 MB, as fast as it goes)
   then kafka-consumer-perf-test reading it all back, 1 KiB records;
