@@ -2,12 +2,15 @@
 """Brook beside Apache Kafka 4.4 on the same machine, with the same clients, in one run (not a test).
 
     .venv/bin/python bench/side_by_side.py [--rounds 3] [--quick] [--only single|omb] [--omb-rate 5]
+                                           [--with-tansu]
 
 Rounds alternate which broker goes first (round 1: Brook then Kafka, round 2: Kafka then Brook, ...),
 and every figure is the median over the rounds, so a load that comes and goes on this shared machine
-falls on both. Each round, for each broker, on a fresh single broker (Brook: `brook broker` with its
-defaults; Kafka: one KRaft node, broker and controller, -Xmx1g -Xms1g and Kafka's own G1 options), a
-topic of 1 partition:
+falls on both. --with-tansu adds Tansu 0.6.0 (bench/tansu.py: memory-only storage) to the single-broker
+rounds, the order rotating over the three; a step it cannot serve is recorded as "fails" with why.
+Each round, for each broker, on a fresh single broker (Brook: `brook broker` with its defaults; Kafka:
+one KRaft node, broker and controller, -Xmx1g -Xms1g and Kafka's own G1 options), a topic of 1
+partition:
 
 - Java clients: kafka-producer-perf-test (acks=1, linger.ms=5, batch.size=1 MB, as fast as it goes)
   then kafka-consumer-perf-test reading it all back, 1 KiB records;
@@ -48,6 +51,7 @@ from tests.support.jvm import TOOLS, classpath, java_bin  # noqa: E402
 from tests.support.kafka_peer import KafkaPeer  # noqa: E402
 
 import raw  # noqa: E402
+import tansu  # noqa: E402
 from broker_bench import NCPU, BrokerProcess, machine_busy_seconds, proc_cpu_seconds  # noqa: E402
 from omb import DEFAULT_PERF  # noqa: E402
 
@@ -66,7 +70,14 @@ def status_kib(pid: int, field: str) -> int:
 
 @contextmanager
 def single_broker(kind: str, root: Path) -> Iterator[tuple[str, int]]:
-    """(bootstrap, pid) of a fresh single broker of `kind` (brook or kafka)."""
+    """(bootstrap, pid) of a fresh single broker of `kind` (brook, kafka or tansu)."""
+    if kind == "tansu":
+        t = tansu.TansuProcess(root / "tansu").start()
+        try:
+            yield t.bootstrap, t.pid
+        finally:
+            t.stop()
+        return
     if kind == "brook":
         b = BrokerProcess(root / "brook" / "data").start()
         try:
@@ -102,16 +113,40 @@ def java_produce(bootstrap: str, topic: str, n: int, size: int) -> float:
         "kafka-producer-perf-test", "--topic", topic, "--num-records", str(n), "--record-size", str(size),
         "--throughput", "-1", "--command-property", f"bootstrap.servers={bootstrap}", *PRODUCER,
     )  # fmt: skip
-    m = re.search(r"records sent, [\d.]+ records/sec \(([\d.]+) MB/sec\)", out.strip().splitlines()[-1])
+    m = re.search(r"(\d+) records sent, [\d.]+ records/sec \(([\d.]+) MB/sec\)", out.strip().splitlines()[-1])
     assert m, out
-    return float(m.group(1)) * 1.048576  # its MB is 2^20 bytes
+    if int(m.group(1)) < n:
+        raise RuntimeError(f"the Java producer sent {m.group(1)} of {n} records")
+    return float(m.group(2)) * 1.048576  # its MB is 2^20 bytes
 
 
 def java_consume(bootstrap: str, topic: str, n: int, size: int) -> float:
     out = java_tool("kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
                     "--num-records", str(n), "--timeout", "60000")  # fmt: skip
     cols = out.strip().splitlines()[-1].split(", ")
+    if int(cols[4]) < n:
+        raise RuntimeError(f"the Java consumer read {cols[4]} of {n} records in 60 s")
     return float(cols[8]) * 1.048576  # fetch.MB.sec: without the group's join, 2^20-byte MB
+
+
+def java_probe(bootstrap: str, topic: str) -> tuple[str | None, str | None]:
+    """Why Kafka's Java producer, and its consumer, cannot move 1,000 records here within ~15 s (None:
+    it can). Run before the Java steps on Tansu: a client that cannot talk to a broker retries until its
+    2-minute delivery timeout, and longer for 300,000 records. `topic` holds records already."""
+    out = java_tool(
+        "kafka-producer-perf-test", "--topic", topic, "--num-records", "1000", "--record-size", "1024",
+        "--throughput", "-1", "--command-property", f"bootstrap.servers={bootstrap}", *PRODUCER,
+        "delivery.timeout.ms=15000", "request.timeout.ms=10000", "max.block.ms=15000",
+    )  # fmt: skip
+    m = re.search(r"(\d+) records sent", out.strip().splitlines()[-1])
+    sent = int(m.group(1)) if m else 0
+    out = java_tool("kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
+                    "--num-records", "1000", "--timeout", "15000")  # fmt: skip
+    read = int(out.strip().splitlines()[-1].split(", ")[4])
+    return (
+        None if sent >= 1000 else f"Kafka 4.4's Java producer sent {sent} of 1,000 records in 15 s",
+        None if read >= 1000 else f"Kafka 4.4's Java consumer read {read} of 1,000 records in 15 s",
+    )
 
 
 def rdkafka(args: list[str]) -> float:
@@ -160,10 +195,24 @@ def single_round(kind: str, root: Path, quick: bool) -> dict[str, Any]:
         # Not measured: Kafka's JVM compiles its hot paths during the first hundreds of MB.
         rd_produce(bootstrap, "warm-up", 200_000, 1024)
         rd_consume(bootstrap, "warm-up", 200_000, 1024)
+        probe = java_probe(bootstrap, "warm-up") if kind == "tansu" else (None, None)
+        fails: dict[Callable[[str, str, int, int], float], str | None] = {
+            java_produce: probe[0],
+            java_consume: probe[1],
+        }
         for name, run, topic, n, size in steps(quick):
+            if fails.get(run):
+                out[name] = {"fails": fails[run]}
+                print(f"  {kind:5} {name:22} fails: {fails[run]}", flush=True)
+                continue
             cpu0, busy0 = proc_cpu_seconds(pid), machine_busy_seconds()[0]
             t = time.monotonic()
-            mb_s = run(bootstrap, topic, n, size)
+            try:
+                mb_s = run(bootstrap, topic, n, size)
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                out[name] = {"fails": str(e).splitlines()[0][:300]}
+                print(f"  {kind:5} {name:22} fails: {out[name]['fails']}", flush=True)
+                continue
             wall = time.monotonic() - t
             cpu = proc_cpu_seconds(pid) - cpu0
             other = machine_busy_seconds()[0] - busy0 - cpu
@@ -193,17 +242,41 @@ def omb_round(kind: str, rate: float, quick: bool, partitions: int = 100) -> dic
     return res
 
 
+NAMES = {"brook": "Brook", "kafka": "Kafka", "tansu": "Tansu"}
+
+
 def median_table(rounds: dict[str, list[dict[str, Any]]], keys: list[str]) -> list[str]:
-    lines = ["| step | Brook | Kafka | Brook / Kafka |", "|---|---|---|---|"]
+    """Medians per broker, and Brook's figure over each other broker's; a step that failed on a
+    broker in any round shows "fails" there (its reason in the raw results)."""
+    kinds = [k for k in NAMES if rounds.get(k)]
+    others = [k for k in kinds if k != "brook"]
+    head = [NAMES[k] for k in kinds] + [f"Brook / {NAMES[k]}" for k in others]
+    lines = ["| step | " + " | ".join(head) + " |", "|---" * (1 + len(head)) + "|"]
+
+    def median(kind: str, key: str, metric: str | None) -> float | None:
+        runs = rounds[kind]
+        if metric is None:
+            return float(statistics.median(r[key] for r in runs))
+        if any("fails" in r[key] for r in runs):
+            return None
+        return float(statistics.median(r[key][metric] for r in runs))
+
+    def row(label: str, key: str, metric: str | None, fmt: str) -> str:
+        m = {k: median(k, key, metric) for k in kinds}
+        cells = ["fails" if m[k] is None else format(m[k], fmt) for k in kinds]
+        b = m["brook"]
+        for k in others:
+            v = m[k]
+            cells.append("" if b is None or v is None else f"{b / v:.2f}")
+        return f"| {label} | " + " | ".join(cells) + " |"
+
     for key in keys:
         for metric in ("MB/s", "CPU-s/GB"):
-            b = statistics.median(r[key][metric] for r in rounds["brook"])
-            k = statistics.median(r[key][metric] for r in rounds["kafka"])
-            lines.append(f"| {key}, {metric} | {b:.2f} | {k:.2f} | {b / k:.2f} |")
-    for metric in ("start_s", "rss_mib", "peak_rss_mib"):
-        b = statistics.median(r[metric] for r in rounds["brook"])
-        k = statistics.median(r[metric] for r in rounds["kafka"])
-        lines.append(f"| {metric} | {b:.1f} | {k:.1f} | {b / k:.2f} |")
+            lines.append(row(f"{key}, {metric}", key, metric, ".2f"))
+    for metric, fmt in (("start_s", ".2f"), ("rss_mib", ".1f"), ("peak_rss_mib", ".1f")):
+        lines.append(row(metric, metric, None, fmt))
+    fails = {(k, key, r[key]["fails"]) for k in kinds for r in rounds[k] for key in keys if "fails" in r[key]}
+    lines += [f"{NAMES[k]}, {key}: fails: {why}" for k, key, why in sorted(fails)]
     return lines
 
 
@@ -212,6 +285,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="a tenth of the records; OMB's --quick")
     ap.add_argument("--only", choices=["single", "omb"], default=None)
+    ap.add_argument(
+        "--with-tansu", action="store_true", help="Tansu too in the single-broker part (bench/tansu.py)"
+    )
     ap.add_argument("--omb-rate", type=float, default=5.0, help="MB/s of the OMB shape (default 5)")
     ap.add_argument(
         "--omb-partitions", default="100", help="partition counts of the OMB topic, e.g. 3,100 (default 100)"
@@ -221,10 +297,13 @@ def main() -> None:
         sys.exit(f"{DEFAULT_PERF} is missing: `scripts/conformance` builds it")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
     loads: list[str] = []
-    single: dict[str, list[dict[str, Any]]] = {"brook": [], "kafka": []}
+    kinds = ["brook", "kafka", "tansu"] if a.with_tansu and a.only != "omb" else ["brook", "kafka"]
+    single: dict[str, list[dict[str, Any]]] = {k: [] for k in kinds}
     omb: dict[str, list[dict[str, Any]]] = {"brook": [], "kafka": []}
+    if a.with_tansu:
+        print(f"{tansu.version()} from {tansu.PACKAGE} {tansu.VERSION}, storage {tansu.STORAGE}", flush=True)
     for i in range(a.rounds):
-        order = ["brook", "kafka"] if i % 2 == 0 else ["kafka", "brook"]
+        order = kinds[i % len(kinds) :] + kinds[: i % len(kinds)]  # who goes first rotates
         for kind in order:
             loads.append(f"round {i + 1} {kind}: load {os.getloadavg()[0]:.2f}")
             print(f"round {i + 1}, {kind} ({loads[-1]})", flush=True)
@@ -232,11 +311,13 @@ def main() -> None:
                 single[kind].append(
                     single_round(kind, Path(tempfile.mkdtemp(prefix=f"sbs-{kind}-")), a.quick)
                 )
-            if a.only in (None, "omb"):
+            if a.only in (None, "omb") and kind != "tansu":
                 for n in (int(x) for x in a.omb_partitions.split(",")):
                     omb[kind].append({"partitions": n, **omb_round(kind, a.omb_rate, a.quick, n)})
     machine = (f"{time.strftime('%Y-%m-%d %H:%M')} UTC, commit {commit.stdout.strip()}, {NCPU} cores, "
                f"{a.rounds} rounds, load average at each start: " + "; ".join(loads))  # fmt: skip
+    if a.with_tansu:
+        machine += f"; {tansu.version()} ({tansu.PACKAGE} {tansu.VERSION}), storage {tansu.STORAGE}"
     print(machine)
     if single["brook"]:
         print("\n".join(median_table(single, [s[0] for s in steps(a.quick)])))
