@@ -242,7 +242,9 @@ class GroupMembership:
         timeout = max(group.rebalance_timeout_ms(), 1) / 1000
         group.rebalance_deadline = loop.time() + timeout
         self._cancel_timer(group)
-        if initial and self.settings.initial_rebalance_delay_ms > 0:
+        if initial:
+            # Kafka completes a new group's first join when the delay ends (0 included), without
+            # waiting for members it handed an id to (KIP-394) that have not joined with it yet.
             group.initial_delay_until = loop.time() + min(
                 self.settings.initial_rebalance_delay_ms / 1000, timeout
             )
@@ -267,12 +269,6 @@ class GroupMembership:
         group.rebalance_timer = None
         if not group.is_(GroupState.PREPARING_REBALANCE):
             return
-        loop = asyncio.get_running_loop()
-        if group.initial_delay_until and loop.time() < group.rebalance_deadline and not group.all_rejoined():
-            # The initial delay is over but members are still missing: wait up to the rebalance timeout.
-            group.initial_delay_until = 0.0
-            group.rebalance_timer = loop.call_at(group.rebalance_deadline, self._on_rebalance_timer, group)
-            return
         group.initial_delay_until = 0.0
         self._complete_join(group, force=True)
 
@@ -290,7 +286,6 @@ class GroupMembership:
             for mid in [mid for mid, m in group.members.items() if not m.awaiting_join]:
                 log.info("group %s: member %s did not rejoin in time; removing it", group.group_id, mid)
                 self._remove_member(group, mid)
-            group.pending_members.clear()
         group.generation += 1
         self.rebalances += 1
         group.new_member_added = False

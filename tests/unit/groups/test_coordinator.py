@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 from brook.groups.consumer_coordinator import Heartbeat
 from brook.groups.coordinator import GroupCoordinator, GroupSettings, OffsetCommit
@@ -63,18 +64,21 @@ async def join(
     member: str = "",
     instance: str | None = None,
     protocols: list[tuple[str, bytes]] | None = None,
+    timeout_ms: int = 10_000,
+    require_known_member_id: bool = False,
 ) -> tuple[str, int, ErrorCode]:
+    """A JoinGroup, with the same session and rebalance timeout; KIP-394 only when required."""
     r = await c.join(
         group,
         member,
         instance,
         "consumer",
         protocols or [("range", b"\x00\x00\x00\x00\x00\x00")],
-        10_000,
-        10_000,
+        timeout_ms,
+        timeout_ms,
         "client",
         "/127.0.0.1",
-        require_known_member_id=False,
+        require_known_member_id=require_known_member_id,
     )
     return r.member_id, r.generation, r.error
 
@@ -162,6 +166,33 @@ def test_protocol_chosen_by_votes_among_common_ones() -> None:
         await asyncio.gather(t1, t2, t3)
         _, group = c.describe("votes")
         assert group is not None and group.protocol == "cooperative-sticky"
+        await c.stop()
+
+    asyncio.run(run())
+
+
+def test_first_join_does_not_wait_for_ids_never_used() -> None:
+    """KIP-394: a client handed an id (MEMBER_ID_REQUIRED) that never comes back with it does not
+    hold a new group's first join: Kafka completes it when the initial delay ends, not when the
+    id's session (60 s here) runs out."""
+
+    async def run() -> None:
+        c = coordinator()
+
+        def first_join(member: str) -> Coroutine[Any, Any, tuple[str, int, ErrorCode]]:
+            return join(c, "pending", member, timeout_ms=60_000, require_known_member_id=True)
+
+        abandoned, _, code = await first_join("")
+        used, _, code = await first_join("")
+        assert code == ErrorCode.MEMBER_ID_REQUIRED and abandoned != used
+        _, generation, code = await asyncio.wait_for(first_join(used), 5)
+        assert (generation, code) == (1, ErrorCode.NONE)
+        # The abandoned id stays valid until its session ends, as in Kafka: it joins the group.
+        joined = asyncio.create_task(first_join(abandoned))
+        await asyncio.sleep(0.05)
+        _, group = c.describe("pending")
+        assert group is not None and abandoned in group.members
+        joined.cancel()
         await c.stop()
 
     asyncio.run(run())
