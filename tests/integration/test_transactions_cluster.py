@@ -17,8 +17,10 @@ from kafka.protocol.admin.transactions import DescribeTransactionsRequest
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from brook.protocol.errors import ErrorCode
+from brook.protocol.frames import request_frame
+from brook.protocol.messages import decode_response, encode_request
 from brook.protocol.primitives import java_string_hash
-from brook.protocol.versions import ApiKey
+from brook.protocol.versions import ApiKey, response_is_flexible
 from tests.integration.test_cluster import create
 from tests.integration.test_transactions import read_all
 from tests.support.cluster import Cluster, eventually, wait_for_leaders
@@ -78,6 +80,47 @@ def create_on(c: Cluster, topic: str, node: int) -> None:
     admin = AdminClient({"bootstrap.servers": c.bootstrap})
     admin.create_topics([NewTopic(topic, 1, replica_assignment=[[node]])])[topic].result(20)
     wait_for_leaders(c.bootstrap, topic)
+
+
+def init_producer(c: Cluster, coord: int, txn: str) -> tuple[int, int]:
+    """InitProducerId for `txn` at its coordinator: (producer id, epoch)."""
+
+    def init() -> tuple[int, int] | None:
+        with Wire(c.broker(coord).bootstrap) as w:
+            r = w.send(
+                ApiKey.INIT_PRODUCER_ID,
+                4,
+                {
+                    "transactional_id": txn,
+                    "transaction_timeout_ms": 60_000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+                normalize=False,
+            )
+        assert isinstance(r, dict)
+        return (r["producer_id"], r["producer_epoch"]) if r["error_code"] == 0 else None
+
+    answer: tuple[int, int] = eventually(init, 60, "an initialized transactional producer")
+    return answer
+
+
+def add_partition(c: Cluster, coord: int, txn: str, pid: int, epoch: int, topic: str) -> None:
+    """AddPartitionsToTxn v3 (as a client before KIP-890 part 2) for partition 0 of `topic`."""
+    with Wire(c.broker(coord).bootstrap) as w:
+        added = w.send(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            3,
+            {
+                "v3_and_below_transactional_id": txn,
+                "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": [0]}],
+            },
+            normalize=False,
+        )
+    assert isinstance(added, dict)
+    assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
 
 
 def state(c: Cluster, node: int, txn_id: str) -> str:
@@ -175,23 +218,7 @@ def test_a_leader_asks_the_coordinator_elsewhere_before_a_batch_opens_a_transact
     other = next(n for n in range(3) if n != coord)
     create_on(cluster, "verify.data", other)
 
-    def init() -> tuple[int, int] | None:
-        with Wire(cluster.broker(coord).bootstrap) as w:
-            r = w.send(
-                ApiKey.INIT_PRODUCER_ID,
-                4,
-                {
-                    "transactional_id": txn,
-                    "transaction_timeout_ms": 60_000,
-                    "producer_id": -1,
-                    "producer_epoch": -1,
-                },
-                normalize=False,
-            )
-        assert isinstance(r, dict)
-        return (r["producer_id"], r["producer_epoch"]) if r["error_code"] == 0 else None
-
-    pid, epoch = eventually(init, 60, "an initialized transactional producer")
+    pid, epoch = init_producer(cluster, coord, txn)
     records = batch([b"x"], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
     request = {
         "transactional_id": txn,
@@ -208,18 +235,74 @@ def test_a_leader_asks_the_coordinator_elsewhere_before_a_batch_opens_a_transact
         return code
 
     assert produce() == ErrorCode.INVALID_TXN_STATE
-    with Wire(cluster.broker(coord).bootstrap) as w:
-        added = w.send(
-            ApiKey.ADD_PARTITIONS_TO_TXN,
-            3,
-            {
-                "v3_and_below_transactional_id": txn,
-                "v3_and_below_producer_id": pid,
-                "v3_and_below_producer_epoch": epoch,
-                "v3_and_below_topics": [{"name": "verify.data", "partitions": [0]}],
-            },
-            normalize=False,
-        )
-    assert isinstance(added, dict)
-    assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0]["partition_error_code"] == 0
+    add_partition(cluster, coord, txn, pid, epoch, "verify.data")
     assert produce() == ErrorCode.NONE
+
+
+def test_pipelined_transactional_produces_append_in_order_behind_verification(
+    cluster: Cluster,
+) -> None:
+    """A transactional producer pipelines the first batches of a transaction on one connection. Each
+    waits for the coordinator's confirmation (KIP-890, a round trip to another broker) until the first
+    has opened the transaction; a batch that comes after that needs none, yet it must not append before
+    those still waiting: every one is answered NONE at consecutive offsets, none
+    OUT_OF_ORDER_SEQUENCE_NUMBER (librdkafka's 0103 failed so, 3 runs in 4)."""
+    txn = "t-pipelined"
+    COUNT = 16  # the connection's pipelining limit
+    coord = coordinator(cluster, txn)
+    other = next(n for n in range(3) if n != coord)
+    create_on(cluster, "pipelined.txn", other)
+    pid, epoch = init_producer(cluster, coord, txn)
+    add_partition(cluster, coord, txn, pid, epoch, "pipelined.txn")
+    frames = [
+        request_frame(
+            ApiKey.PRODUCE,
+            9,
+            seq + 1,
+            "pipelined",
+            encode_request(
+                ApiKey.PRODUCE,
+                9,
+                {
+                    "transactional_id": txn,
+                    "acks": -1,
+                    "timeout_ms": 30_000,
+                    "topic_data": [
+                        {
+                            "name": "pipelined.txn",
+                            "partition_data": [
+                                {
+                                    "index": 0,
+                                    "records": batch(
+                                        [b"%d" % seq],
+                                        producer_id=pid,
+                                        producer_epoch=epoch,
+                                        base_sequence=seq,
+                                        transactional=True,
+                                    ),
+                                }
+                            ],
+                        }
+                    ],
+                },
+            ),
+        )
+        for seq in range(COUNT)
+    ]
+
+    def answer(client: RawClient) -> tuple[int, int]:
+        frame = client.read_frame()
+        skip = 5 if response_is_flexible(ApiKey.PRODUCE, 9) else 4  # correlation id (and tags)
+        part = decode_response(ApiKey.PRODUCE, 9, memoryview(frame)[skip:]).to_dict()["responses"][0][
+            "partition_responses"
+        ][0]
+        return part["error_code"], part["base_offset"]
+
+    with RawClient(cluster.broker(other).bootstrap, timeout=60) as client:
+        # All but the last in flight; the last goes as soon as the first is answered (as librdkafka's
+        # window moves on), while the others still wait for the coordinator one after another.
+        client.sock.sendall(b"".join(frames[:-1]))  # request_frame carries the size prefix
+        answers = [answer(client)]
+        client.sock.sendall(frames[-1])
+        answers += [answer(client) for _ in frames[1:]]
+    assert answers == [(0, seq) for seq in range(COUNT)], answers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import uuid
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,34 @@ THROTTLE_MS: contextvars.ContextVar[int] = contextvars.ContextVar("throttle_ms",
 # The connection the request arrived on, as an opaque token: share sessions end with theirs (Kafka
 # 4.1, KAFKA-19015), releasing what their member held.
 CONNECTION: contextvars.ContextVar[object | None] = contextvars.ContextVar("connection", default=None)
+
+
+class AppendOrder:
+    """Pipelined Produce requests of one connection (see the connection) append in the order they
+    came: a producer's sequence numbers depend on it. One that waits before appending (KIP-890: the
+    coordinator confirms the transaction first) holds back those behind it until it has appended;
+    Kafka handles one request of a connection at a time."""
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: asyncio.Future[None] | None = None
+
+    def before(self) -> asyncio.Future[None] | None:
+        """The turn of the latest request that has not appended yet, if any."""
+        last = self._last
+        return None if last is None or last.done() else last
+
+    def hold(self) -> asyncio.Future[None]:
+        """Take a turn: requests from now on wait until it is released (set_result)."""
+        self._last = asyncio.get_running_loop().create_future()
+        return self._last
+
+
+# Set by the connection for its requests; None: requests of the context are never pipelined.
+APPEND_ORDER: contextvars.ContextVar[AppendOrder | None] = contextvars.ContextVar(
+    "append_order", default=None
+)
 # The name of the listener the request arrived on (Metadata answers with that listener's addresses).
 LISTENER_NAME: contextvars.ContextVar[str] = contextvars.ContextVar("listener_name", default="PLAINTEXT")
 

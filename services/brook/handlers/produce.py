@@ -23,8 +23,11 @@ from brook.protocol.produce import (
 from brook.protocol.versions import ApiKey
 
 from .authorized import Operation, ResourceType, allowed
-from .context import Body
+from .context import APPEND_ORDER, Body
 from .throttle import PRODUCE_QUOTA, charge
+
+# acks=all: a partition still to commit, as (its future, its results list, the index there).
+Commit = tuple[asyncio.Future[None], list[PartitionProduceResult], int]
 
 # Append errors Kafka's ReplicaManager answers without the log start offset.
 _NO_LOG_START = {
@@ -41,16 +44,48 @@ _NO_LOG_START = {
 async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
     version = hdr.api_version
     req = decode_produce_request(version, hdr.body)
-    results: list[tuple[str, list[PartitionProduceResult]]] = []
-    # acks=all: the partitions still to commit, each as (its future, its results list, the index there)
-    commits: list[tuple[asyncio.Future[None], list[PartitionProduceResult], int]] = []
     bad_acks = req.acks not in (0, 1, -1)
     timeout_s = req.timeout_ms / 1000
     # Kafka's checks: WRITE on the transactional id (if any), then WRITE on each topic.
     txn_denied = req.transactional_id is not None and not allowed(
         broker, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
     )
-    refused, guards = ({}, {}) if txn_denied or bad_acks else await _verify(broker, req, version)
+    order = APPEND_ORDER.get()
+    before = order.before() if order is not None else None
+    turn = order.hold() if order is not None and before is not None else None
+    try:
+        if before is not None:
+            await asyncio.shield(before)  # the request before appends first
+        refused: dict[tuple[str, int], ErrorCode] = {}
+        guards: dict[tuple[str, int], tuple[int, object]] = {}
+        pending = {} if txn_denied or bad_acks else _to_verify(broker, req)
+        if pending:
+            if turn is None and order is not None:
+                turn = order.hold()
+            refused, guards = await _verify(broker, req, version, pending)
+        results, commits = _append(broker, req, txn_denied, refused, guards)
+    finally:
+        if turn is not None and not turn.done():
+            turn.set_result(None)
+    if commits:
+        await _all_committed(broker, commits, timeout_s)
+    throttle = charge(broker, hdr, PRODUCE_QUOTA, len(hdr.body))
+    if req.acks == 0:
+        return None
+    return encode_produce_response(version, results, throttle)
+
+
+def _append(
+    broker: Broker,
+    req: ProduceRequest,
+    txn_denied: bool,
+    refused: dict[tuple[str, int], ErrorCode],
+    guards: dict[tuple[str, int], tuple[int, object]],
+) -> tuple[list[tuple[str, list[PartitionProduceResult]]], list[Commit]]:
+    """Append every partition's batch (no wait): the results, and the acks=all commits to await."""
+    results: list[tuple[str, list[PartitionProduceResult]]] = []
+    commits: list[Commit] = []
+    bad_acks = req.acks not in (0, 1, -1)
     for topic in req.topics:
         out: list[PartitionProduceResult] = []
         denied = (
@@ -102,23 +137,15 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
                     PartitionProduceResult(part.index, e.code, -1, -1, start, e.message, record_errors)
                 )
         results.append((topic.name, out))
-    if commits:
-        await _all_committed(broker, commits, timeout_s)
-    throttle = charge(broker, hdr, PRODUCE_QUOTA, len(hdr.body))
-    if req.acks == 0:
-        return None
-    return encode_produce_response(version, results, throttle)
+    return results, commits
 
 
-async def _verify(
-    broker: Broker, req: ProduceRequest, version: int
-) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], tuple[int, object]]]:
-    """KIP-890 (brook.broker.txn_verification): the coordinator confirms each partition whose batch
-    would open the producer's transaction here. Returns the refused ones with their Produce error, and
-    the confirmed ones with the guard their append must still find (producer id, guard)."""
-    if not req.transactional_id:
-        return {}, {}
+def _to_verify(broker: Broker, req: ProduceRequest) -> dict[tuple[str, int], tuple[int, int, object]]:
+    """KIP-890 (brook.broker.txn_verification): the partitions whose batch would open the producer's
+    transaction here, each with (producer id, epoch, the guard its append must still find)."""
     pending: dict[tuple[str, int], tuple[int, int, object]] = {}
+    if not req.transactional_id:
+        return pending
     for topic in req.topics:
         for part in topic.partitions:
             p = broker.replicas.local_partition(topic.name, part.index)
@@ -128,8 +155,18 @@ async def _verify(
             if h.is_transactional and p.producers.needs_verification(h.producer_id, h.producer_epoch):
                 guard = p.producers.start_verification(h.producer_id)
                 pending[(topic.name, part.index)] = (h.producer_id, h.producer_epoch, guard)
-    if not pending:
-        return {}, {}
+    return pending
+
+
+async def _verify(
+    broker: Broker,
+    req: ProduceRequest,
+    version: int,
+    pending: dict[tuple[str, int], tuple[int, int, object]],
+) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], tuple[int, object]]]:
+    """The coordinator confirms the pending partitions: the refused ones with their Produce error, and
+    the confirmed ones with their guard (producer id, guard)."""
+    assert req.transactional_id is not None
     pid, epoch, _ = next(iter(pending.values()))  # a transactional id has one producer
     answers = await broker.txn_verifier.verify(req.transactional_id, pid, epoch, list(pending))
     refused = {k: produce_error(c, version) for k, c in answers.items() if c != ErrorCode.NONE}
@@ -139,7 +176,7 @@ async def _verify(
 
 async def _all_committed(
     broker: Broker,
-    commits: list[tuple[asyncio.Future[None], list[PartitionProduceResult], int]],
+    commits: list[Commit],
     timeout_s: float,
 ) -> None:
     """Wait for every partition's acks=all commit together, one timer for the request and no task per

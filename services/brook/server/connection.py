@@ -3,7 +3,8 @@
 Requests are answered in the order they came, and handled one at a time, but for consecutive Produce
 requests: each of those is appended as soon as it is read and answered in turn, so a producer with
 several requests in flight (librdkafka: up to 5, idempotent) has them all replicating at once instead
-of each waiting for the acks=all commit of the one before (the appends keep the requests' order). Not
+of each waiting for the acks=all commit of the one before (the appends keep the requests' order:
+handlers.context.AppendOrder). Not
 on SASL listeners, nor while client quotas are configured: there each request waits for the one before.
 Reading pauses when too many requests are queued and resumes as they are answered, so a fast client
 cannot exhaust memory. Each pipelined request's handler runs at once (a task only carries on one that
@@ -21,7 +22,15 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import Any, cast
 
 from brook.broker.broker import Broker
-from brook.handlers.context import CLIENT_HOST, CONNECTION, LISTENER_NAME, PRINCIPAL, THROTTLE_MS
+from brook.handlers.context import (
+    APPEND_ORDER,
+    CLIENT_HOST,
+    CONNECTION,
+    LISTENER_NAME,
+    PRINCIPAL,
+    THROTTLE_MS,
+    AppendOrder,
+)
 from brook.handlers.sasl import SASL_SESSION, legacy_token
 from brook.log.file_slice import FileSlice
 from brook.protocol.fetch import RecordsRef
@@ -142,6 +151,7 @@ class Connection(asyncio.BufferedProtocol):
         loop = asyncio.get_running_loop()
         CLIENT_HOST.set("/" + self.peer.rsplit(":", 1)[0])
         CONNECTION.set(self)
+        APPEND_ORDER.set(AppendOrder())
         session = self._authentication()
         pipelined: deque[asyncio.Future[Answer]] = deque()
         try:
