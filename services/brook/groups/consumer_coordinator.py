@@ -519,12 +519,13 @@ class ConsumerGroups:
                 f"Received member epoch {member_epoch} is newer than current member epoch "
                 f"{member.member_epoch}.",
             )
-        topic_ids = {name: tid for name, (tid, _) in self._topics().items()}
+        topics = self._topics()  # looked up per partition: no map of every topic per commit
 
         def check(topic: str, partition: int) -> None:
             """An older epoch commits a partition the member has held since that epoch or before
             (a commit sent before a rebalance bumped the epoch), never one it got later or lost."""
-            held = member.assignment_epoch(topic_ids.get(topic, b""), partition)
+            known = topics.get(topic)
+            held = member.assignment_epoch(known[0] if known is not None else b"", partition)
             if held is None:
                 raise KafkaError(
                     ErrorCode.STALE_MEMBER_EPOCH,

@@ -56,16 +56,21 @@ async def handle_describe_share_group_offsets(broker: Broker, hdr: RequestHeader
             wanted = _all_topics(broker, g.group_id)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        # Each topic looked up and authorized once, before the wait: the answer describes what was asked.
+        looked = {
+            name: (broker.replicas.topic(name), allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name))
+            for name in wanted
+        }
         asked: list[Part] = []
         for name, indexes in wanted.items():
-            meta = broker.replicas.topic(name)
-            if meta is not None and allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            meta, permitted = looked[name]
+            if meta is not None and permitted:
                 asked += [(meta.topic_id, i) for i in indexes if 0 <= i < meta.partitions]
         summaries = await broker.share_offsets.summaries(g.group_id, asked)
         topics = []
         for name, indexes in wanted.items():
-            meta = broker.replicas.topic(name)
-            denied = not allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, name)
+            meta, permitted = looked[name]
+            denied = not permitted
             parts = []
             for index in indexes:
                 entry: dict[str, Any] = {"partition_index": index, "start_offset": -1, "leader_epoch": -1}
