@@ -200,6 +200,8 @@ def reencoded(kind: int, value: bytes) -> bytes:
         return rec.encode_target_epoch(*rec.decode_target_epoch(value))
     if kind == 8:
         return rec.encode_current_assignment(rec.decode_current_assignment(value))
+    if kind == rec.REGULAR_EXPRESSION:
+        return rec.encode_regex(rec.decode_regex(value))
     assert kind == 7
     return rec.encode_target_member(rec.decode_target_member(value))
 
@@ -234,6 +236,45 @@ def test_group_records_in_kafkas_format(
         current = [rec.decode_current_assignment(v) for kind, _, v in records if kind == 8 and v]
         assert any(c.assigned and set(c.epochs) == {(t, p) for t, ps in c.assigned.items() for p in ps}
                    for c in current), current  # fmt: skip
+
+
+def test_a_regex_subscription_in_kafkas_records(
+    peers: tuple[str, str], wires: tuple[Wire, Wire], cg_topic: str
+) -> None:
+    """A member subscribed by regex: both brokers keep what the regex matched as a
+    ConsumerGroupRegularExpression record (type 16), Brook's codec writes Kafka's value back byte for
+    byte, and the member's leave ends it with a tombstone on both."""
+    k, b = wires
+    g, regex = "cg-regex", "cg-top.*"
+    for w in (k, b):
+        coordinated(w, g)
+        first = {**joining(g, "m1"), "subscribed_topic_names": None, "subscribed_topic_regex": regex}
+        joined = w.send(HB, 1, first, normalize=False)
+        assert isinstance(joined, dict) and joined["error_code"] == 0, joined
+        epoch, owned = joined["member_epoch"], []
+        deadline = time.monotonic() + 30
+        while not owned:  # both resolve a new regex after the heartbeat that brought it
+            assert time.monotonic() < deadline, "the regex never assigned cg-topic's partitions"
+            time.sleep(0.2)
+            answer = w.send(HB, 1, heartbeat(g, "m1", epoch, topic_partitions=[]), normalize=False)
+            assert isinstance(answer, dict) and answer["error_code"] == 0, answer
+            epoch = answer["member_epoch"]
+            owned = (answer["assignment"] or {}).get("topic_partitions") or []
+        left = w.send(HB, 1, heartbeat(g, "m1", -1), normalize=False)
+        assert isinstance(left, dict) and left["error_code"] == 0, left
+    kafka, brook = (group_records(bootstrap, g) for bootstrap in peers)
+    regex_records = [
+        [(member, value) for kind, member, value in records if kind == rec.REGULAR_EXPRESSION]
+        for records in (kafka, brook)
+    ]
+    for name, records in zip(("Kafka", "Brook"), regex_records, strict=True):
+        assert [m for m, _ in records] == [regex] * len(records) and len(records) >= 2, (name, records)
+        assert records[-1][1] is None, f"{name} wrote no tombstone for the regex at the leave"
+        values = [v for _, v in records if v is not None]
+        assert all(rec.decode_regex(v).topics == ["cg-topic"] for v in values), (name, values)
+    for _, value in regex_records[0]:
+        if value is not None:
+            assert reencoded(rec.REGULAR_EXPRESSION, value) == value, value.hex()
 
 
 def test_offline_migration_and_delete(

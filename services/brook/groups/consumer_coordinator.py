@@ -385,10 +385,14 @@ class ConsumerGroups:
             if (regex in group.regex_topics) == known:
                 # Internal topics are never matched.
                 pattern = compile_regex(regex)
-                matched = (t for t in topics if not t.startswith("__") and pattern.fullmatch(t))
-                group.regex_topics[regex] = frozenset(matched)
+                matched = frozenset(t for t in topics if not t.startswith("__") and pattern.fullmatch(t))
+                if group.regex_topics.get(regex) != matched or regex not in group.regex_resolved_ms:
+                    # What the log's ConsumerGroupRegularExpression record holds, and since when.
+                    group.regex_resolved_ms[regex] = int(time.time() * 1000)
+                group.regex_topics[regex] = matched
         for regex in set(group.regex_topics) - regexes:
             del group.regex_topics[regex]
+            group.regex_resolved_ms.pop(regex, None)
 
     @staticmethod
     def _subscribed(

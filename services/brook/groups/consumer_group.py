@@ -94,6 +94,7 @@ class ConsumerGroup:
     # Regex -> the topic names it matched when last resolved (a new regex is resolved after the
     # heartbeat that brought it, as Kafka resolves regexes asynchronously).
     regex_topics: dict[str, frozenset[str]] = field(default_factory=dict)
+    regex_resolved_ms: dict[str, int] = field(default_factory=dict)  # when each last matched anew
 
     @property
     def state(self) -> str:
@@ -138,6 +139,7 @@ class ConsumerGroup:
         # A regex no member uses any more is forgotten: subscribing to it again resolves it anew.
         used = {m.subscribed_regex for m in self.members.values()}
         self.regex_topics = {r: ts for r, ts in self.regex_topics.items() if r in used}
+        self.regex_resolved_ms = {r: ms for r, ms in self.regex_resolved_ms.items() if r in used}
         return member
 
     def replace(self, old: ConsumerMember, new: ConsumerMember) -> None:

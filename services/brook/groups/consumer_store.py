@@ -19,6 +19,7 @@ from brook.protocol.consumer_group_records import (
     GROUP_METADATA,
     MEMBER_METADATA,
     PARTITION_METADATA,
+    REGULAR_EXPRESSION,
     TARGET_ASSIGNMENT_MEMBER,
     TARGET_ASSIGNMENT_METADATA,
     consumer_key,
@@ -104,6 +105,13 @@ class ConsumerGroupStore:
         changed = [m for m in sorted(set(members) | (set(group.members) - known)) if m in group.members]
         for mid in changed:
             put(MEMBER_METADATA, mid, _member_value(group.members[mid]))
+        regexes = {r for (kind, r) in written if kind == REGULAR_EXPRESSION and r is not None}
+        for regex in sorted(regexes - set(group.regex_topics)):
+            del written[(REGULAR_EXPRESSION, regex)]
+            out.append((consumer_key(REGULAR_EXPRESSION, gid, regex), None))
+        for regex, topics in sorted(group.regex_topics.items()):
+            resolved = rec.ResolvedRegex(sorted(topics), 0, group.regex_resolved_ms.get(regex, 0))
+            put(REGULAR_EXPRESSION, regex, rec.encode_regex(resolved))
         put(GROUP_METADATA, None, rec.encode_group_epoch(group.group_epoch, self._hash(group)))
         retarget = self._assignment_epoch.get(gid) != group.assignment_epoch
         for mid in sorted(group.target) if retarget else changed:
@@ -130,6 +138,9 @@ class ConsumerGroupStore:
             out += [(consumer_key(kind, gid, m), None) for m in sorted(group.members)]
         out.append((consumer_key(TARGET_ASSIGNMENT_METADATA, gid), None))
         out += [(consumer_key(MEMBER_METADATA, gid, m), None) for m in sorted(group.members)]
+        written = self._written.get(gid, {})
+        regexes = {r for (kind, r) in written if kind == REGULAR_EXPRESSION and r is not None}
+        out += [(consumer_key(REGULAR_EXPRESSION, gid, r), None) for r in sorted(regexes)]
         out.append((consumer_key(PARTITION_METADATA, gid), None))
         out.append((consumer_key(GROUP_METADATA, gid), None))
         return out
@@ -162,6 +173,11 @@ class ConsumerGroupStore:
         elif kind == TARGET_ASSIGNMENT_MEMBER:
             assert mid is not None
             group.target[mid] = rec.decode_target_member(raw_value)
+        elif kind == REGULAR_EXPRESSION:
+            assert mid is not None  # the regex
+            resolved = rec.decode_regex(raw_value)
+            group.regex_topics[mid] = frozenset(resolved.topics)
+            group.regex_resolved_ms[mid] = resolved.timestamp_ms
         else:
             assert mid is not None
             member = group.members.get(mid) or ConsumerMember(mid)
@@ -186,6 +202,9 @@ class ConsumerGroupStore:
             self.forget(group.group_id)
         elif kind == TARGET_ASSIGNMENT_MEMBER:
             group.target.pop(mid or "", None)
+        elif kind == REGULAR_EXPRESSION:
+            group.regex_topics.pop(mid or "", None)
+            group.regex_resolved_ms.pop(mid or "", None)
         elif kind == MEMBER_METADATA:
             group.members.pop(mid or "", None)
         elif kind == CURRENT_MEMBER_ASSIGNMENT and mid in group.members:

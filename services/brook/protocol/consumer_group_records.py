@@ -7,7 +7,8 @@ ConsumerGroupPartitionMetadata (no longer written by Kafka 4.x: read and ignored
 ConsumerGroupMemberMetadata (a member's subscription), 6 ConsumerGroupTargetAssignmentMetadata
 (the assignment epoch; tag 0: when it was computed), 7 ConsumerGroupTargetAssignmentMember, 8
 ConsumerGroupCurrentMemberAssignment (with Kafka 4.4's per-partition assignment epochs in each
-topic's tag 0, written when every partition's is known). A null value is a tombstone.
+topic's tag 0, written when every partition's is known), 16 ConsumerGroupRegularExpression (the
+topics a subscribed regex matched; keyed by group and regex). A null value is a tombstone.
 """
 
 from __future__ import annotations
@@ -22,16 +23,19 @@ __all__ = [
     "CurrentAssignmentValue",
     "MemberMetadataValue",
     "Partitions",
+    "ResolvedRegex",
     "consumer_key",
     "decode_consumer_key",
     "decode_current_assignment",
     "decode_group_epoch",
     "decode_member_metadata",
+    "decode_regex",
     "decode_target_epoch",
     "decode_target_member",
     "encode_current_assignment",
     "encode_group_epoch",
     "encode_member_metadata",
+    "encode_regex",
     "encode_target_epoch",
     "encode_target_member",
     "record_type",
@@ -43,8 +47,12 @@ MEMBER_METADATA = 5
 TARGET_ASSIGNMENT_METADATA = 6
 TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
-CONSUMER_RECORD_TYPES = frozenset(range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1))
-_MEMBER_KEYS = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
+REGULAR_EXPRESSION = 16
+CONSUMER_RECORD_TYPES = frozenset(range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1)) | {REGULAR_EXPRESSION}
+# Keys with a second string after the group id: the member id, or (type 16) the regex.
+_MEMBER_KEYS = frozenset(
+    {MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT, REGULAR_EXPRESSION}
+)
 _VALUE_VERSION = 0
 _CLASSIC_MEMBER_TAG = 0
 
@@ -71,7 +79,7 @@ def consumer_key(kind: int, group: str, member: str | None = None) -> bytes:
 
 
 def decode_consumer_key(raw: bytes) -> tuple[int, str, str | None]:
-    """(record type, group id, member id or None) of a consumer group record's key."""
+    """(record type, group id, member id or regex or None) of a consumer group record's key."""
     r = Reader(memoryview(raw))
     kind = r.int16()
     if kind not in CONSUMER_RECORD_TYPES:
@@ -256,3 +264,33 @@ def decode_current_assignment(raw: bytes) -> CurrentAssignmentValue:
     assigned, pending = _read_partitions(r, epochs), _read_partitions(r, epochs)
     r.skip_tagged_fields()
     return CurrentAssignmentValue(epoch, previous, state, assigned, pending, epochs)
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRegex:
+    """ConsumerGroupRegularExpressionValue: the topics a regex matched, the metadata version it was
+    matched against (Kafka's image offset; Brook has none and writes 0) and when, in ms."""
+
+    topics: list[str]
+    version: int
+    timestamp_ms: int
+
+
+def encode_regex(v: ResolvedRegex) -> bytes:
+    w = Writer()
+    w.int16(_VALUE_VERSION)
+    w.compact_array_len(len(v.topics))
+    for name in v.topics:
+        w.compact_string(name)
+    w.int64(v.version)
+    w.int64(v.timestamp_ms)
+    _end(w)
+    return w.getvalue()
+
+
+def decode_regex(raw: bytes) -> ResolvedRegex:
+    r = _value(Reader(memoryview(raw)))
+    topics = [r.compact_string() for _ in range(r.compact_array_len())]
+    version, timestamp = r.int64(), r.int64()
+    r.skip_tagged_fields()
+    return ResolvedRegex(topics, version, timestamp)

@@ -93,6 +93,30 @@ def test_a_member_that_left_is_gone_after_the_replay() -> None:
     assert "g" not in replayed(log).groups
 
 
+def test_a_resolved_regex_is_a_record_and_survives_the_replay() -> None:
+    """Kafka's ConsumerGroupRegularExpression (type 16): written when a regex is first matched and
+    when what it matches changes, replayed by the next coordinator, a tombstone once no member uses
+    it."""
+    c, _ = coordinator()
+    log: list[Record] = []
+    a = join(c, "A", subscribed_topic_names=None, subscribed_topic_regex="t.*")
+    written(c, log, "A")
+    a2 = hb(c, "A", a.member_epoch, owned={})
+    written(c, log, "A")
+    regex_records = [(k, v) for k, v in log if rec.record_type(k) == rec.REGULAR_EXPRESSION]
+    assert len(regex_records) == 1, "one record for the regex, not one per heartbeat"
+    key, value = regex_records[0]
+    assert rec.decode_consumer_key(key) == (rec.REGULAR_EXPRESSION, "g", "t.*")
+    assert value is not None and sorted(rec.decode_regex(value).topics) == ["t1", "t2"]
+    d = replayed(log)
+    assert d.groups["g"].regex_topics == {"t.*": frozenset({"t1", "t2"})}
+    assert d.store.records(d.groups["g"], ["A"]) == [], "the replayed regex rewrote what the log holds"
+    hb(c, "A", a2.member_epoch, owned=a2.assignment, subscribed_topic_regex="")  # drops the regex
+    written(c, log, "A")
+    assert log[-1] is not None and [(rec.record_type(k), v) for k, v in log if v is None] == [(16, None)]
+    assert replayed(log).groups["g"].regex_topics == {}
+
+
 def test_the_records_round_trip() -> None:
     v = rec.CurrentAssignmentValue(7, 6, 1, {T1: {0, 3}}, {T1: {1}})
     assert rec.decode_current_assignment(rec.encode_current_assignment(v)) == v
@@ -100,6 +124,8 @@ def test_the_records_round_trip() -> None:
     assert rec.decode_group_epoch(rec.encode_group_epoch(9, 0)) == (9, 0)
     m = rec.MemberMetadataValue(None, "r", "c", "/h", ["a", "b"], "t.*", 300, "uniform")
     assert rec.decode_member_metadata(rec.encode_member_metadata(m)) == m
+    r = rec.ResolvedRegex(["a", "b"], 3, 1_700_000_000_000)
+    assert rec.decode_regex(rec.encode_regex(r)) == r
 
 
 def test_topics_that_changed_while_no_one_coordinated_bump_the_epoch() -> None:
