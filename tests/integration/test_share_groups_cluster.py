@@ -91,3 +91,38 @@ def read_all(b: str, want: int = 30) -> list[tuple[int, int, int]]:
         return sorted(seen)
     finally:
         s.close()
+
+
+def test_acknowledgements_of_many_partitions_are_all_stored(tmp_path: Path) -> None:
+    """A leader stores the states of its share-partitions in `__share_group_state` partitions led by
+    other brokers, many at once (each acknowledgement is stored before it is answered). Every accepted
+    record stays accepted: none comes back once the acquisition lock (2 s here) has run out. The
+    stores to one broker once shared a connection without waiting their turn, and all but one failed
+    (a correlation id mismatch); their records were delivered again (librdkafka's 0172 and 0174)."""
+    c = Cluster(tmp_path, extra_args=GROUP_ARGS).start()
+    try:
+        b = c.bootstrap
+        create_topic_rf(b, "M", 24, 3)
+        group_configs(b, "g", share_auto_offset_reset="earliest", share_record_lock_duration_ms="2000")
+        produce(b, "M", [f"m{i}".encode() for i in range(240)], partitions=24)
+        s = share_consumer(b, "g", "M")
+        try:
+            got: set[tuple[int, int]] = set()
+            deadline = time.monotonic() + 60
+            while len(got) < 240:
+                assert time.monotonic() < deadline, f"{len(got)} of 240 records"
+                for m in [m for m in s.poll(0.5) if m.error() is None]:
+                    assert m.delivery_count() == 1, (m.partition(), m.offset(), m.delivery_count())
+                    s.acknowledge(m, AcknowledgeType.ACCEPT)
+                    got.add((m.partition() or 0, m.offset() or 0))
+                s.commit_sync(15)
+            time.sleep(3)  # past the locks: an acknowledgement lost would deliver its record again
+            again: list[tuple[int, int, int]] = []
+            for _ in range(6):
+                again += [(m.partition() or 0, m.offset() or 0, m.delivery_count() or 0)
+                          for m in s.poll(0.5) if m.error() is None]  # fmt: skip
+        finally:
+            s.close()
+        assert again == [], f"{len(again)} accepted records delivered again, e.g. {again[:5]}"
+    finally:
+        c.stop()

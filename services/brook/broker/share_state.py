@@ -5,7 +5,8 @@ Brook's own equivalent of Kafka's share coordinator RPCs (WriteShareGroupState, 
 a share-partition's state lives in the state partition its key hashes to. The partition leader that
 changes a share-partition writes its snapshot there with acks=all, appended here when this broker
 leads that state partition, else sent as a Produce (acks=-1) to its leader over the inter-broker
-listener, one request at a time per state partition so the writes of a key land in order. A
+listener (one request at a time per broker, brook.broker.peer_pool), one write at a time per state
+partition so the writes of a key land in order. A
 share-partition is loaded by reading its state partition from the replica this broker hosts (leader
 or follower: with acks=all every acknowledged write is in every in-sync replica's log). A broker with
 no replica of that state partition (more brokers than its replication factor) cannot read it and
@@ -24,7 +25,6 @@ from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.group_records import build_batch, iter_records
 from brook.protocol.versions import ApiKey
-from brook.replication.peer import PeerConnection
 from brook.replication.replica import LeaderAndIsr
 from brook.share.partition import ShareSettings
 from brook.share.state_records import (
@@ -36,8 +36,8 @@ from brook.share.state_records import (
     key_hash,
 )
 
-from .inter_broker import peer_security
 from .internal_topics import InternalTopic
+from .peer_pool import PeerPool
 from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,8 @@ class ShareStateTopic:
         self._topic = topic
         self._partitions = partitions
         self._locks: dict[int, asyncio.Lock] = {}  # one write at a time per state partition
-        self._peers: dict[int, PeerConnection] = {}
+        # One request at a time per broker: saves of state partitions led by one broker share it.
+        self._pool = PeerPool(host, "share-state")
         self._warned: set[str] = set()
 
     def _partition_of(self, key: ShareKey) -> int:
@@ -138,40 +139,16 @@ class ShareStateTopic:
             },
         )
         try:
-            raw = await self._peer(leader).request(ApiKey.PRODUCE, _PRODUCE_VERSION, body)
+            raw = await self._pool.request(leader, ApiKey.PRODUCE, _PRODUCE_VERSION, body)
             resp = messages.decode_response(ApiKey.PRODUCE, _PRODUCE_VERSION, raw)
         except (ConnectionError, TimeoutError, OSError) as e:
-            self._drop(leader)
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"share state not stored: {e}") from e
         code = resp.responses[0].partition_responses[0].error_code
         if code:
             raise KafkaError(ErrorCode(code), f"share state not stored on broker {leader}")
 
-    def _peer(self, node: int) -> PeerConnection:
-        conn = self._peers.get(node)
-        endpoint = self._host.endpoint(node)
-        if endpoint is None:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"broker {node} is not live")
-        if conn is None or (conn.host, conn.port) != endpoint:
-            self._drop(node)
-            security = peer_security(self._host.settings)
-            conn = self._peers[node] = PeerConnection(
-                endpoint[0],
-                endpoint[1],
-                f"brook-share-state-{self._host.node_id}",
-                ssl_context=security.ssl_context,
-                authenticate=security.authenticate,
-            )
-        return conn
-
-    def _drop(self, node: int) -> None:
-        conn = self._peers.pop(node, None)
-        if conn is not None:
-            conn.close()
-
     def close(self) -> None:
-        for node in list(self._peers):
-            self._drop(node)
+        self._pool.close()
 
 
 def share_settings(configs: Mapping[str, str]) -> ShareSettings:
