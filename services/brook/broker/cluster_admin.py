@@ -55,8 +55,20 @@ class ClusterAdmin:
             await self._changed.wait_for(predicate)
 
     async def wait_revision(self, revision: int, timeout: float = 10.0) -> None:
-        """Until the view has seen a write made at `revision` (its first event at least)."""
-        await self.wait_until(lambda: self.revision >= revision, timeout)
+        """Until the view has seen a write made at `revision` (its first event at least; 0: nothing
+        was written)."""
+        if revision > 0:
+            await self.wait_until(lambda: self.revision >= revision, timeout)
+
+    async def _seen(self, revision: int) -> None:
+        """An admin request's write seen here: REQUEST_TIMED_OUT, not a closed connection, when the
+        watch lags too long."""
+        try:
+            await self.wait_revision(revision)
+        except TimeoutError:
+            raise KafkaError(
+                ErrorCode.REQUEST_TIMED_OUT, "the change is written but not yet seen here"
+            ) from None
 
     # -- admin -------------------------------------------------------------------------------------
     async def create_topic(
@@ -124,21 +136,21 @@ class ClusterAdmin:
             raise KafkaError(
                 ErrorCode.CONCURRENT_TRANSACTIONS, f"topic '{name}' changed meanwhile; retry"
             ) from None
-        await self.wait_revision(written.version)
+        await self._seen(written.version)
 
     async def set_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> None:
         try:
             revision = await self.store.put_entity_configs(kind, name, configs)
         except EtcdUnavailableError as e:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
-        await self.wait_revision(revision)
+        await self._seen(revision)
 
     async def set_scram_credentials(self, user: str, credentials: Mapping[str, ScramCredential]) -> None:
         try:
             revision = await self.store.put_scram(user, credentials)
         except EtcdUnavailableError as e:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
-        await self.wait_revision(revision)
+        await self._seen(revision)
 
     async def update_acls(
         self, keys: list[AclKey], change: Callable[[dict[AclKey, list[dict[str, Any]]]], None]
@@ -152,7 +164,7 @@ class ClusterAdmin:
             except EtcdUnavailableError as e:
                 raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
             if revision:
-                await self.wait_revision(revision)
+                await self._seen(revision)
             return
         raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, "the ACLs kept changing meanwhile; retry")
 

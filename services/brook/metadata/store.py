@@ -339,10 +339,14 @@ class EtcdMetadataStore:
     # ---- dynamic configs and SCRAM credentials (last writer wins, as Kafka's config records) ----
 
     async def put_entity_configs(self, kind: str, name: str, configs: Mapping[str, str]) -> int:
-        """Replace an entity's dynamic configs (none: the key goes); returns the write's revision."""
+        """Replace an entity's dynamic configs (none: the key goes); returns the write's revision, 0
+        when there was nothing to delete (etcd would answer its current revision, which may be a
+        write no watch of ours sees: waiting for it would never end)."""
         key = self.layout.configs(kind, name)
-        op: Op = Put(key, encode_configs(configs)) if configs else Delete(key)
-        return (await self.client.txn([], [op])).revision
+        if configs:
+            return (await self.client.txn([], [Put(key, encode_configs(configs))])).revision
+        r = await self.client.txn([Compare.exists(key)], [Delete(key)])
+        return r.revision if r.succeeded else 0
 
     async def put_view_mark(self, broker_id: int, lease: int, view_revision: int) -> int:
         """Rewrite a broker's view mark under its lease; returns the write's revision."""
@@ -352,8 +356,10 @@ class EtcdMetadataStore:
     async def put_scram(self, user: str, credentials: Mapping[str, ScramCredential]) -> int:
         """Replace a user's SCRAM credentials (none: the key goes); returns the write's revision."""
         key = self.layout.scram(user)
-        op: Op = Put(key, encode_scram(credentials)) if credentials else Delete(key)
-        return (await self.client.txn([], [op])).revision
+        if credentials:
+            return (await self.client.txn([], [Put(key, encode_scram(credentials))])).revision
+        r = await self.client.txn([Compare.exists(key)], [Delete(key)])
+        return r.revision if r.succeeded else 0  # nothing deleted: see put_entity_configs
 
     async def update_acls(
         self, change: Callable[[dict[AclKey, list[dict[str, Any]]]], None], keys: Sequence[AclKey]
