@@ -63,7 +63,7 @@ async def handle_produce(broker: Broker, hdr: RequestHeader) -> Body | None:
             if turn is None and order is not None:
                 turn = order.hold()
             refused, guards = await _verify(broker, req, version, pending)
-        results, commits = _append(broker, req, txn_denied, refused, guards)
+        results, commits = _append(broker, req, txn_denied, bad_acks, refused, guards)
     finally:
         if turn is not None and not turn.done():
             turn.set_result(None)
@@ -79,13 +79,13 @@ def _append(
     broker: Broker,
     req: ProduceRequest,
     txn_denied: bool,
+    bad_acks: bool,
     refused: dict[tuple[str, int], ErrorCode],
     guards: dict[tuple[str, int], tuple[int, object]],
 ) -> tuple[list[tuple[str, list[PartitionProduceResult]]], list[Commit]]:
     """Append every partition's batch (no wait): the results, and the acks=all commits to await."""
     results: list[tuple[str, list[PartitionProduceResult]]] = []
     commits: list[Commit] = []
-    bad_acks = req.acks not in (0, 1, -1)
     for topic in req.topics:
         out: list[PartitionProduceResult] = []
         denied = (
