@@ -150,6 +150,7 @@ def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
             consumer_session_timeout_ms=a.group_consumer_session_timeout_ms,
             consumer_max_size=a.group_consumer_max_size,
             consumer_assignors=_consumer_assignors(a.group_consumer_assignors),
+            consumer_migration_policy=a.group_consumer_migration_policy,
         ),
         transactions=TxnSettings(
             state_log_partitions=a.transaction_state_log_num_partitions,

@@ -1,6 +1,6 @@
 """The consumer group protocol (KIP-848) with librdkafka's `group.protocol=consumer` (confluent-kafka):
-join and commit, scaling under load without a record read twice or lost, static rejoin, and a
-member fenced by the broker's session timeout."""
+join and commit, scaling under load without a record read twice or lost, a rolling upgrade from the
+classic protocol and back, static rejoin, and a member fenced by the broker's session timeout."""
 
 from __future__ import annotations
 
@@ -105,64 +105,115 @@ def test_join_consume_commit_and_describe(cbroker: BrokerProcess) -> None:
         m.kill()
 
 
-def test_scale_1_3_1_while_producing_reads_each_record_once(cbroker: BrokerProcess) -> None:
-    """Partitions move between members while records flow; each member commits every record before
-    reading the next, so a partition handed over only after its owner gave it up is read exactly once."""
-    parts = 6
-    create_topic(cbroker.bootstrap, "S1", parts)
-    stop = threading.Event()
+class Flow:
+    """Records produced to every partition while members come and go: `wait` checks at each look
+    that no partition is owned by two members, `finish` that each record was read exactly once and
+    committed."""
 
-    def producer() -> None:
-        p = Producer({"bootstrap.servers": cbroker.bootstrap, "linger.ms": 5})
+    def __init__(self, bootstrap: str, topic: str, parts: int, members: list[ConsumerMember]) -> None:
+        self.bootstrap, self.topic, self.parts, self.members = bootstrap, topic, parts, members
+        self.overlaps: list[tuple[set[int], ...]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._produce, daemon=True)
+        self._thread.start()
+
+    def _produce(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
         i = 0
-        while not stop.is_set():
-            p.produce("S1", f"v{i}".encode(), partition=i % parts)
+        while not self._stop.is_set():
+            p.produce(self.topic, f"v{i}".encode(), partition=i % self.parts)
             i += 1
             if i % 20 == 0:
                 p.flush(10)
                 time.sleep(0.1)
         assert p.flush(30) == 0
 
-    members = [ConsumerMember(cbroker.bootstrap, "GS", "S1")]
-    overlaps: list[tuple[set[int], ...]] = []
-
-    def disjoint() -> None:
-        owned = [m.assigned for m in members if m.proc.poll() is None]
-        if sum(len(o) for o in owned) != len(set().union(*owned)):
-            overlaps.append(tuple(set(o) for o in owned))
-
-    def wait(cond: object, what: str) -> None:
+    def wait(self, cond: object, what: str) -> None:
         def check() -> bool:
-            disjoint()
+            owned = [m.assigned for m in self.members if m.proc.poll() is None]
+            if sum(len(o) for o in owned) != len(set().union(*owned)):
+                self.overlaps.append(tuple(set(o) for o in owned))
             return bool(cond())  # type: ignore[operator]
 
         wait_for(check, 40, what)
 
-    t = threading.Thread(target=producer, daemon=True)
-    t.start()
+    def finish(self, group: str) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        ends = end_offsets(self.bootstrap, self.topic, self.parts)
+        every = {(p, o) for p, end in ends.items() for o in range(end)}
+        self.wait(lambda: every <= {rec for m in self.members for rec in m.records}, "every record read")
+        assert not self.overlaps, f"a partition owned by two members at once: {self.overlaps[:3]}"
+        reads = Counter(rec for m in self.members for rec in m.records)
+        twice = [rec for rec, n in reads.items() if n > 1]
+        assert not twice, f"records read twice: {twice[:10]}"
+        assert set(reads) == every
+        assert committed(self.bootstrap, group, self.topic, self.parts) == ends
+
+    def stop(self) -> None:
+        self._stop.set()
+        stop_all(self.members)
+
+
+def test_scale_1_3_1_while_producing_reads_each_record_once(cbroker: BrokerProcess) -> None:
+    """Partitions move between members while records flow; each member commits every record before
+    reading the next, so a partition handed over only after its owner gave it up is read exactly once."""
+    parts = 6
+    create_topic(cbroker.bootstrap, "S1", parts)
+    members = [ConsumerMember(cbroker.bootstrap, "GS", "S1")]
+    flow = Flow(cbroker.bootstrap, "S1", parts, members)
     try:
-        wait(lambda: members[0].assigned == set(range(parts)), "one member with all partitions")
+        flow.wait(lambda: members[0].assigned == set(range(parts)), "one member with all partitions")
         members += [ConsumerMember(cbroker.bootstrap, "GS", "S1") for _ in range(2)]
-        wait(lambda: sorted(len(m.assigned) for m in members) == [2, 2, 2], "three members with two each")
+        flow.wait(
+            lambda: sorted(len(m.assigned) for m in members) == [2, 2, 2], "three members with two each"
+        )
         time.sleep(1)
         for m in members[1:]:
             m.close()
-        wait(lambda: members[0].assigned == set(range(parts)), "the first member with all partitions again")
-        stop.set()
-        t.join(30)
-        ends = end_offsets(cbroker.bootstrap, "S1", parts)
-        every = {(p, o) for p, end in ends.items() for o in range(end)}
-        wait(lambda: every <= {rec for m in members for rec in m.records}, "every record read")
+        flow.wait(
+            lambda: members[0].assigned == set(range(parts)), "the first member with all partitions again"
+        )
+        flow.finish("GS")
     finally:
-        stop.set()
-        stop_all(members)
-    assert not overlaps, f"a partition owned by two members at once: {overlaps[:3]}"
-    reads = Counter(rec for m in members for rec in m.records)
-    twice = [rec for rec, n in reads.items() if n > 1]
-    assert not twice, f"records read twice: {twice[:10]}"
-    assert set(reads) == every
-    assert committed(cbroker.bootstrap, "GS", "S1", parts) == ends
+        flow.stop()
     assert all(m.records for m in members), "each member read records while it was in the group"
+
+
+def test_a_rolling_upgrade_from_classic_and_back_reads_each_record_once(cbroker: BrokerProcess) -> None:
+    """An application moves its consumers to the consumer protocol one at a time, then rolls back:
+    a consumer-protocol member joins the live classic group (which becomes a consumer group, its
+    classic member going on with the classic protocol and giving up half its partitions), then
+    leaves (a classic group again, the classic member taking everything back). Records flow all
+    along; each is read once."""
+    parts = 4
+    create_topic(cbroker.bootstrap, "M1", parts)
+    admin = AdminClient({"bootstrap.servers": cbroker.bootstrap})
+
+    def group_type() -> ConsumerGroupType:
+        listed = {g.group_id: g for g in admin.list_consumer_groups().result().valid}
+        return listed["GM"].type if "GM" in listed else ConsumerGroupType.UNKNOWN
+
+    classic = ConsumerMember(cbroker.bootstrap, "GM", "M1", protocol="classic")
+    members = [classic]
+    flow = Flow(cbroker.bootstrap, "M1", parts, members)
+    try:
+        flow.wait(
+            lambda: classic.assigned == set(range(parts)) and classic.records, "a classic member reading"
+        )
+        assert group_type() == ConsumerGroupType.CLASSIC
+        members.append(ConsumerMember(cbroker.bootstrap, "GM", "M1"))
+        flow.wait(lambda: sorted(len(m.assigned) for m in members) == [2, 2], "two members with two each")
+        assert group_type() == ConsumerGroupType.CONSUMER
+        flow.wait(lambda: members[1].records, "the consumer-protocol member reading")
+        members[1].close()
+        flow.wait(
+            lambda: classic.assigned == set(range(parts)), "the classic member with all partitions again"
+        )
+        flow.wait(lambda: group_type() == ConsumerGroupType.CLASSIC, "a classic group again")
+        flow.finish("GM")
+    finally:
+        flow.stop()
 
 
 def test_static_member_rejoins_with_its_partitions(cbroker: BrokerProcess) -> None:

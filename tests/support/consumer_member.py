@@ -1,7 +1,8 @@
 """A confluent-kafka consumer of the consumer group protocol (KIP-848, `group.protocol=consumer`) in
 its own process, so a test can stop (SIGSTOP) or kill it.
 
-Run as `python -m tests.support.consumer_member BOOTSTRAP GROUP TOPIC [INSTANCE_ID] [ASSIGNOR]`; it
+Run as `python -m tests.support.consumer_member BOOTSTRAP GROUP TOPIC [INSTANCE_ID] [ASSIGNOR]
+[PROTOCOL]` (PROTOCOL `classic` for a consumer of the classic protocol, eager `range`); it
 commits each record synchronously before reading the next, and prints one JSON line per assignment
 change ({"assigned": [...]}), per partition lost without a revocation (fenced: {"lost": [...]}) and
 per record ({"rec": [partition, offset]}). It closes the consumer (leaving the group) on SIGTERM.
@@ -24,7 +25,8 @@ def main() -> None:
 
     bootstrap, group, topic = sys.argv[1:4]
     instance = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
-    assignor = sys.argv[5] if len(sys.argv) > 5 else None
+    assignor = sys.argv[5] if len(sys.argv) > 5 and sys.argv[5] else None
+    protocol = sys.argv[6] if len(sys.argv) > 6 else "consumer"
     owned: set[int] = set()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -47,7 +49,7 @@ def main() -> None:
     conf: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
-        "group.protocol": "consumer",
+        "group.protocol": protocol,
         "auto.offset.reset": "earliest",
         "enable.auto.commit": False,
         "fetch.queue.backoff.ms": 10,
@@ -100,7 +102,13 @@ class ConsumerMember:
     """The test side: starts the process and follows its output."""
 
     def __init__(
-        self, bootstrap: str, group: str, topic: str, instance: str | None = None, assignor: str = ""
+        self,
+        bootstrap: str,
+        group: str,
+        topic: str,
+        instance: str | None = None,
+        assignor: str = "",
+        protocol: str = "consumer",
     ) -> None:
         self.assigned: set[int] = set()
         self.records: list[tuple[int, int]] = []
@@ -115,7 +123,8 @@ class ConsumerMember:
                 group,
                 topic,
                 instance or "",
-                *([assignor] if assignor else []),
+                assignor,
+                protocol,
             ],
             stdout=subprocess.PIPE,
             stderr=open(os.environ.get("CONSUMER_MEMBER_STDERR", os.devnull), "a"),  # noqa: SIM115

@@ -321,6 +321,15 @@ OPTIONS: tuple[Option, ...] = (
         kafka_type="LIST",
     ),
     _O(
+        "--group-consumer-migration-policy",
+        "str",
+        _G.consumer_migration_policy,
+        "which way a live group may change protocol: bidirectional, upgrade, downgrade, disabled",
+        GROUPS,
+        "group.consumer.migration.policy",
+        choices=("bidirectional", "upgrade", "downgrade", "disabled"),
+    ),
+    _O(
         "--producer-id-expiration-ms",
         "int",
         86_400_000,

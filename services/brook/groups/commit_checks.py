@@ -9,7 +9,8 @@ from typing import Protocol, TypeVar
 
 from brook.protocol.errors import ErrorCode, KafkaError
 
-from .consumer_coordinator import ConsumerGroups, PartitionCheck
+from .consumer_coordinator import ConsumerGroups
+from .epoch_checks import PartitionCheck
 
 
 class _Commit(Protocol):

@@ -31,6 +31,7 @@ from .consumer_group import (
     reconcile,
 )
 from .consumer_store import ConsumerGroupStore, Record, metadata_hash
+from .epoch_checks import PartitionCheck, check_commit, check_fetch
 from .regex import InvalidRegex, compile_regex
 from .settings import GroupSettings
 
@@ -40,10 +41,11 @@ __all__ = ["ConsumerGroups", "Heartbeat", "HeartbeatResult"]
 
 # topic name -> (topic id, partition count)
 TopicsView = Callable[[], Mapping[str, tuple[bytes, int]]]
-# A commit's check of one partition (topic name, partition): raises the error to answer it with.
-PartitionCheck = Callable[[str, int], None]
 # Appends a group's records to its partition of __consumer_offsets; the error to answer with, if any.
 RecordWriter = Callable[[str, list[Record]], Awaitable[ErrorCode]]
+# Turns a consumer group whose last consumer-protocol member is leaving into a classic group (the
+# online downgrade): the records that say so in the log, or None when it stays a consumer group.
+Downgrade = Callable[[ConsumerGroup, str], list[Record] | None]
 
 
 @dataclass(slots=True)
@@ -99,6 +101,8 @@ class ConsumerGroups:
         self.store = ConsumerGroupStore()
         self.rebalances = 0  # target assignments computed, for the metrics
         self._task: asyncio.Task[None] | None = None
+        self.downgrade: Downgrade | None = None  # set by the coordinator, which keeps classic groups
+        self._handed_over: dict[str, list[Record]] = {}  # downgraded groups' records, to be written
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._expire_loop())
@@ -114,7 +118,8 @@ class ConsumerGroups:
         to __consumer_offsets; the error to answer with when the write failed."""
         group = self.groups.get(group_id)
         if group is None:
-            return ErrorCode.NONE
+            handed_over = self._handed_over.pop(group_id, None)
+            return ErrorCode.NONE if handed_over is None else await self._write(group_id, handed_over)
         records = self.store.records(group, members)
         if not records:
             return ErrorCode.NONE
@@ -136,7 +141,7 @@ class ConsumerGroups:
                 if m.instance_id is not None:
                     group.static_members[m.instance_id] = mid
                 group.set_ownership(m)
-                m.session_deadline = now + self.settings.consumer_session_timeout_ms / 1000
+                m.session_deadline = now + self.session_timeout_ms(m) / 1000
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
                     m.rebalance_deadline = now + m.rebalance_timeout_ms / 1000
             group.assignor = self._assignor_of(group)
@@ -243,17 +248,7 @@ class ConsumerGroups:
                     f"because the instance id is owned by {old.member_id} member.",
                 )
             # The rejoining instance takes the old member's place and assignment, from epoch 0.
-            new = ConsumerMember(
-                hb.member_id,
-                instance_id=old.instance_id,
-                rack_id=old.rack_id,
-                rebalance_timeout_ms=old.rebalance_timeout_ms,
-                subscribed_names=old.subscribed_names,
-                subscribed_regex=old.subscribed_regex,
-                server_assignor=old.server_assignor,
-                assigned={t: set(ps) for t, ps in old.assigned.items()},
-            )
-            group.replace(old, new)
+            new = group.take_over(old, hb.member_id)
             log.info(
                 "consumer group %s: static member %s (instance %s) rejoins as %s",
                 group.group_id,
@@ -327,18 +322,8 @@ class ConsumerGroups:
         if bump:
             group.add(member)
         bump |= self._update(member, hb)
+        changed = self.advance(group, member, bump, hb.owned)
         now = self._clock()
-        topics = self._topics()
-        self._resolve(group, topics, known=True)
-        metadata = self._subscription_metadata(group, topics)
-        self._resolve(group, topics, known=False)
-        if bump or metadata != group.subscription_metadata:
-            group.subscription_metadata = metadata
-            group.group_epoch += 1
-            log.info("consumer group %s: group epoch %d", group.group_id, group.group_epoch)
-        if group.group_epoch > group.assignment_epoch:
-            self._assign(group)
-        changed = reconcile(group, member, hb.owned, now)
         member.session_deadline = now + self.settings.consumer_session_timeout_ms / 1000
         full = joining or (
             hb.rebalance_timeout_ms != -1
@@ -351,6 +336,25 @@ class ConsumerGroups:
             heartbeat_interval_ms=self.settings.consumer_heartbeat_interval_ms,
             assignment=member.assigned if full or changed else None,
         )
+
+    def advance(
+        self, group: ConsumerGroup, member: ConsumerMember, bump: bool, owned: Mapping[bytes, set[int]] | None
+    ) -> bool:
+        """What every join or heartbeat does once the member is updated (`bump`: its subscription
+        changed): a new group epoch when subscriptions or their topics changed, a new target
+        assignment when the epoch is ahead of it, and one reconciliation step for the member.
+        Returns whether the member's assigned partitions changed."""
+        topics = self._topics()
+        self._resolve(group, topics, known=True)
+        metadata = self._subscription_metadata(group, topics)
+        self._resolve(group, topics, known=False)
+        if bump or metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            group.group_epoch += 1
+            log.info("consumer group %s: group epoch %d", group.group_id, group.group_epoch)
+        if group.group_epoch > group.assignment_epoch:
+            self._assign(group)
+        return reconcile(group, member, owned, self._clock())
 
     @staticmethod
     def _update(member: ConsumerMember, hb: Heartbeat) -> bool:
@@ -455,9 +459,23 @@ class ConsumerGroups:
         self.fence(group, member.member_id, "left the group")
         return HeartbeatResult(member_id=hb.member_id, member_epoch=hb.member_epoch)
 
-    def fence(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+    def session_timeout_ms(self, member: ConsumerMember) -> int:
+        """A classic member's own session timeout, or the broker's for consumer-protocol members."""
+        if member.classic is not None:
+            return member.classic.session_timeout_ms
+        return self.settings.consumer_session_timeout_ms
+
+    def fence(self, group: ConsumerGroup, member_id: str, why: str, downgrade: bool = True) -> None:
         """Remove a member: its partitions go to the others at the next group epoch, whose target
-        assignment is computed at once (as Kafka 4.4 does after a member leaves, even the last one)."""
+        assignment is computed at once (as Kafka 4.4 does after a member leaves, even the last one).
+        When only classic members stay, the group may become a classic group instead (Kafka's
+        consumerGroupFenceMember): the next `persist` writes what the coordinator handed over."""
+        records = None if self.downgrade is None or not downgrade else self.downgrade(group, member_id)
+        if records is not None:
+            log.info("consumer group %s: member %s %s; now a classic group", group.group_id, member_id, why)
+            self.drop([group.group_id])
+            self._handed_over[group.group_id] = records
+            return
         if group.remove(member_id) is not None:
             group.subscription_metadata = self._subscription_metadata(group, self._topics())
             group.group_epoch += 1
@@ -478,11 +496,15 @@ class ConsumerGroups:
         for group in list(self.groups.values()):
             epoch = group.group_epoch
             for member in list(group.members.values()):
+                if group.group_id not in self.groups:
+                    break  # downgraded to a classic group
                 if member.session_deadline and now > member.session_deadline:
                     self.fence(group, member.member_id, "missed its session timeout")
                 elif member.rebalance_deadline is not None and now > member.rebalance_deadline:
                     self.fence(group, member.member_id, "did not revoke its partitions in time")
-            if group.group_epoch != epoch:
+                elif member.classic_deadline is not None and now > member.classic_deadline:
+                    self.fence(group, member.member_id, "did not send SyncGroup or JoinGroup in time")
+            if group.group_epoch != epoch or group.group_id in self._handed_over:
                 changed.append(group.group_id)
         return changed
 
@@ -499,67 +521,15 @@ class ConsumerGroups:
     def validate_commit(
         self, group_id: str, member_id: str, member_epoch: int, version: int = 9, transactional: bool = False
     ) -> PartitionCheck | None:
-        """Kafka 4.4's ConsumerGroup.validateOffsetCommit: raises the error to answer every partition
-        with, or returns the check of each partition for a commit with an older member epoch (None:
-        all may be committed)."""
-        group = self.groups[group_id]
-        if member_epoch < 0 and not group.members:
-            return None  # an admin commit (or a consumer outside group management) to an empty group
-        member = group.members.get(member_id)
-        if member is None:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
-            )
-        if version < 9 and not transactional:
-            raise KafkaError(
-                ErrorCode.UNSUPPORTED_VERSION,
-                "OffsetCommit version 9 or above must be used by members using the modern group protocol",
-            )
-        if member_epoch == member.member_epoch:
-            return None
-        if member_epoch > member.member_epoch:
-            raise KafkaError(
-                ErrorCode.STALE_MEMBER_EPOCH,
-                f"Received member epoch {member_epoch} is newer than current member epoch "
-                f"{member.member_epoch}.",
-            )
-        topics = self._topics()  # looked up per partition: no map of every topic per commit
-
-        def check(topic: str, partition: int) -> None:
-            """An older epoch commits a partition the member has held since that epoch or before
-            (a commit sent before a rebalance bumped the epoch), never one it got later or lost."""
-            known = topics.get(topic)
-            held = member.assignment_epoch(known[0] if known is not None else b"", partition)
-            if held is None:
-                raise KafkaError(
-                    ErrorCode.STALE_MEMBER_EPOCH,
-                    f"Partition {topic}-{partition} is not assigned or pending revocation for member.",
-                )
-            if member_epoch < held:
-                raise KafkaError(
-                    ErrorCode.STALE_MEMBER_EPOCH,
-                    f"Received member epoch {member_epoch} is older than assignment epoch {held} for "
-                    f"partition {topic}-{partition}.",
-                )
-
-        return check
+        """Kafka 4.4's ConsumerGroup.validateOffsetCommit (epoch_checks.py)."""
+        return check_commit(
+            self.groups[group_id], self._topics, member_id, member_epoch, version, transactional
+        )
 
     def validate_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> None:
         """Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch v9+ names the member)."""
-        if member_id is None and member_epoch < 0:
-            return
-        group = self.groups[group_id]
-        member = group.members.get(member_id or "")
-        if member is None:
-            raise KafkaError(
-                ErrorCode.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group_id}."
-            )
-        if member_epoch != member.member_epoch:
-            raise KafkaError(
-                ErrorCode.STALE_MEMBER_EPOCH,
-                f"The received member epoch {member_epoch} does not match the expected member epoch "
-                f"{member.member_epoch}.",
-            )
+        if member_id is not None or member_epoch >= 0:
+            check_fetch(self.groups[group_id], member_id, member_epoch)
 
     def describe(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroup | None]:
         try:
@@ -573,6 +543,9 @@ class ConsumerGroups:
 
     def topics(self) -> Mapping[str, tuple[bytes, int]]:
         return self._topics()
+
+    def now(self) -> float:
+        return self._clock()
 
     def list_groups(self) -> Iterable[ConsumerGroup]:
         """The consumer groups of the offsets-topic partitions this broker leads."""

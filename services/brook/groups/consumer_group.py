@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from brook.protocol.consumer_group_records import ClassicMemberMetadata
+
 from .assignors import Assignment
 
 __all__ = [
@@ -61,6 +63,12 @@ class ConsumerMember:
     # the member epoch at which each held partition was assigned (Kafka 4.4's assignment epochs): a
     # commit with an older member epoch is taken for partitions held since then
     assignment_epochs: dict[tuple[bytes, int], int] = field(default_factory=dict)
+    # A member of the classic protocol (JoinGroup/SyncGroup/Heartbeat) in this consumer group, with
+    # its session timeout and protocols (classic_members.py); None for a consumer-protocol member.
+    classic: ClassicMemberMetadata | None = None
+    # A classic member must send SyncGroup after its join, or JoinGroup after being told to rejoin,
+    # by this time (Kafka's sync and join timeouts: its rebalance timeout).
+    classic_deadline: float | None = None
 
     def assignment_epoch(self, topic_id: bytes, partition: int) -> int | None:
         """The epoch the member has held the partition since (assigned or pending revocation);
@@ -142,13 +150,26 @@ class ConsumerGroup:
         self.regex_resolved_ms = {r: ms for r, ms in self.regex_resolved_ms.items() if r in used}
         return member
 
-    def replace(self, old: ConsumerMember, new: ConsumerMember) -> None:
-        """A static member rejoins under a new member id: it takes over the old one's place."""
+    def take_over(self, old: ConsumerMember, member_id: str) -> ConsumerMember:
+        """A static member rejoins under a new member id: the new member takes the old one's place,
+        subscription and assignment, from epoch 0 (Kafka copies the member under the new id); the
+        protocol it speaks is the joining request's to set."""
+        new = ConsumerMember(
+            member_id,
+            instance_id=old.instance_id,
+            rack_id=old.rack_id,
+            rebalance_timeout_ms=old.rebalance_timeout_ms,
+            subscribed_names=old.subscribed_names,
+            subscribed_regex=old.subscribed_regex,
+            server_assignor=old.server_assignor,
+            assigned={t: set(ps) for t, ps in old.assigned.items()},
+        )
         target = self.target.pop(old.member_id, None)
         self.remove(old.member_id)
         self.add(new)
         if target is not None:
             self.target[new.member_id] = target
+        return new
 
 
 def reconcile(

@@ -59,6 +59,7 @@ def _member_value(m: ConsumerMember) -> bytes:
             m.subscribed_regex,
             m.rebalance_timeout_ms,
             m.server_assignor,
+            m.classic,
         )
     )
 
@@ -220,3 +221,4 @@ def _apply_subscription(member: ConsumerMember, v: rec.MemberMetadataValue) -> N
     member.subscribed_regex = v.subscribed_topic_regex
     member.rebalance_timeout_ms = v.rebalance_timeout_ms
     member.server_assignor = v.server_assignor
+    member.classic = v.classic

@@ -36,6 +36,7 @@ from brook.protocol.primitives import java_string_hash
 from brook.protocol.txn_records import CONTROL_COMMIT
 from brook.tasks import cancel_and_wait
 
+from .classic_members import ClassicMembers
 from .commit_checks import split, txn_commits
 from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
 from .consumer_store import Record
@@ -88,6 +89,8 @@ class GroupCoordinator(GroupMembership):
         self.consumer = ConsumerGroups(
             settings, log_.topic_partitions, self.check_coordinator, self._write_records
         )
+        self.consumer.downgrade = self._downgrade
+        self.classic_members = ClassicMembers(self.consumer)
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def now_ms(self) -> int:
@@ -241,21 +244,11 @@ class GroupCoordinator(GroupMembership):
             raise KafkaError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {OFFSETS_TOPIC}-{p}")
 
     async def consumer_heartbeat(self, hb: Heartbeat) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat, answered once its records are written. An empty classic group
-        becomes a consumer group when a member of the new protocol joins (Kafka's offline upgrade:
-        the classic group's tombstone goes first); a live classic group refuses it."""
-        classic = self._groups.get(hb.group_id)
-        if classic is not None and hb.group_id in self._groups_here():
-            if classic.members:
-                return HeartbeatResult(
-                    ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a consumer group."
-                )
-            if hb.member_epoch == 0:
-                code = await self._write_records(hb.group_id, [(encode_key(GroupKey(hb.group_id)), None)])
-                if code is not ErrorCode.NONE:
-                    return HeartbeatResult(code)
-                self._cancel_timer(classic)
-                self._groups.pop(hb.group_id, None)
+        """ConsumerGroupHeartbeat, answered once its records are written (a classic group may become
+        a consumer group first: membership.py)."""
+        claimed = await self._claim_for_consumer(hb)
+        if claimed is not None:
+            return claimed
         result = self.consumer.heartbeat(hb)
         code = await self.consumer.persist(hb.group_id, [result.member_id or hb.member_id])
         return result if code is ErrorCode.NONE else HeartbeatResult(code)

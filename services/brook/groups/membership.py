@@ -1,6 +1,10 @@
 """Group membership and rebalancing, Kafka's classic protocol: JoinGroup (KIP-394 member ids, static
 membership with KIP-345, the initial rebalance delay), SyncGroup, Heartbeat, LeaveGroup and session
 expiry. Groups live in memory; the coordinator (coordinator.py) persists them and owns their offsets.
+
+A group id belongs to one protocol at a time. Classic requests to a consumer-protocol group go to
+classic_members.py; a group changes protocol here (migration.py says how): an empty group when the
+other protocol's first member arrives, a live one when `group.consumer.migration.policy` allows.
 """
 
 from __future__ import annotations
@@ -8,12 +12,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import Iterator
 
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.group_records import GroupKey, encode_key
 
-from .consumer_coordinator import ConsumerGroups
+from .classic_members import ClassicMembers
+from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
+from .consumer_group import ConsumerGroup
 from .consumer_store import Record
 from .group import Group, GroupState, JoinResult, Member, StaticRejoin
+from .migration import can_downgrade, can_upgrade, to_classic, to_consumer
 from .settings import GroupSettings
 
 log = logging.getLogger(__name__)
@@ -25,6 +34,7 @@ class GroupMembership:
     settings: GroupSettings
     _groups: dict[str, Group]
     consumer: ConsumerGroups
+    classic_members: ClassicMembers  # classic requests to consumer-protocol groups
     rebalances: int  # joins completed (a new generation), for the metrics
 
     # -- what the coordinator provides ---------------------------------------------------------------
@@ -46,19 +56,80 @@ class GroupMembership:
     async def _write_records(self, group_id: str, records: list[Record]) -> ErrorCode:
         raise NotImplementedError
 
+    def _group_record(self, group: Group) -> Record:
+        raise NotImplementedError
+
+    def _groups_here(self) -> Iterator[str]:
+        raise NotImplementedError
+
+    # -- changing protocol -------------------------------------------------------------------------
     async def _claim_for_classic(self, group_id: str) -> ErrorCode:
-        """A group id is one protocol's at a time: an empty consumer group becomes a classic one when a
-        classic member joins (Kafka's offline downgrade: its tombstones are written first); a live one
-        refuses the classic member."""
+        """An empty consumer group becomes a classic one when a classic member joins (Kafka's offline
+        downgrade: its tombstones are written first)."""
         cg = self.consumer.groups.get(group_id)
         if cg is None:
             return ErrorCode.NONE
-        if cg.members:
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         code = await self._write_records(group_id, self.consumer.store.tombstones(cg))
         if code is ErrorCode.NONE:
             self.consumer.drop([group_id])
         return code
+
+    async def _claim_for_consumer(self, hb: Heartbeat) -> HeartbeatResult | None:
+        """A classic group becomes a consumer group when a member of the consumer protocol joins it:
+        an empty one always (the offline upgrade), a live one of the embedded consumer protocol when
+        the policy allows (the online upgrade: its members keep their partitions, and those still
+        rebalancing are told to rejoin). The classic group's tombstone goes first. None: go on with
+        the heartbeat; else its answer."""
+        gid = hb.group_id
+        classic = self._groups.get(gid)
+        if classic is None or gid not in set(self._groups_here()) or hb.member_epoch != 0:
+            if classic is not None and classic.members:
+                return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+            return None
+        upgraded: ConsumerGroup | None = None
+        if classic.members:
+            if not can_upgrade(classic, self.settings):
+                return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+            try:
+                upgraded = to_consumer(classic, self.consumer.topics())
+            except ValueError:
+                return HeartbeatResult(
+                    ErrorCode.GROUP_ID_NOT_FOUND,
+                    f"Cannot upgrade the classic group {gid} to consumer group because the embedded "
+                    "consumer protocol is malformed.",
+                )
+        code = await self._write_records(gid, [(encode_key(GroupKey(gid)), None)])
+        if code is not ErrorCode.NONE:
+            return HeartbeatResult(code)
+        self._cancel_timer(classic)
+        self._fail_waiters(classic, ErrorCode.REBALANCE_IN_PROGRESS)
+        self._groups.pop(gid, None)
+        if upgraded is not None:
+            now = self.consumer.now()
+            for m in upgraded.members.values():
+                m.session_deadline = now + self.consumer.session_timeout_ms(m) / 1000
+            self.consumer.groups[gid] = upgraded
+            log.info("group %s: now a consumer group with %d classic members", gid, len(upgraded.members))
+        return None
+
+    def _downgrade(self, group: ConsumerGroup, leaving: str) -> list[Record] | None:
+        """The last consumer-protocol member of `group` is leaving and classic members remain: the
+        group becomes a classic group that rebalances at once (Kafka's convertToClassicGroup). The
+        records to write: the consumer group's tombstones and the classic group."""
+        if not can_downgrade(group, leaving, self.settings):
+            return None
+        try:
+            classic = to_classic(group, leaving, self.consumer.topics(), self.now_ms())
+        except (KafkaError, ValueError, KeyError) as e:  # no common protocol, unreadable metadata
+            log.warning("group %s: stays a consumer group: %s", group.group_id, e)
+            return None
+        records = [*self.consumer.store.tombstones(group), self._group_record(classic)]
+        now = asyncio.get_running_loop().time()
+        for m in classic.members.values():
+            m.deadline = now + m.session_timeout_ms / 1000
+        self._groups[group.group_id] = classic
+        self._prepare_rebalance(classic, f"member {leaving}, the last of the consumer protocol, left")
+        return records
 
     # -- membership --------------------------------------------------------------------------------
     async def join(
@@ -79,10 +150,26 @@ class GroupMembership:
             self.check_coordinator(group_id)
         except KafkaError as e:
             return JoinResult(e.code, member_id=member_id)
+        s = self.settings
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None and cg.members:
+            if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
+                return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
+            return await self.classic_members.join(
+                cg,
+                member_id,
+                group_instance_id,
+                protocol_type,
+                protocols,
+                session_timeout_ms,
+                rebalance_timeout_ms,
+                client_id,
+                client_host,
+                require_known_member_id,
+            )
         code = await self._claim_for_classic(group_id)
         if code is not ErrorCode.NONE:
             return JoinResult(code, member_id=member_id)
-        s = self.settings
         if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
             return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
         if rebalance_timeout_ms < 0:
@@ -329,6 +416,11 @@ class GroupMembership:
     ) -> tuple[ErrorCode, bytes, str | None, str | None]:
         try:
             self.check_coordinator(group_id)
+            cg = self.consumer.groups.get(group_id)
+            if cg is not None:
+                return self.classic_members.sync(
+                    cg, generation, member_id, group_instance_id, protocol_type, protocol_name
+                )
             group, member = self._member(group_id, member_id, group_instance_id)
         except KafkaError as e:
             return e.code, b"", None, None
@@ -366,6 +458,9 @@ class GroupMembership:
     ) -> ErrorCode:
         try:
             self.check_coordinator(group_id)
+            cg = self.consumer.groups.get(group_id)
+            if cg is not None:
+                return self.classic_members.heartbeat(cg, generation, member_id, group_instance_id)
             group, member = self._member(group_id, member_id, group_instance_id)
         except KafkaError as e:
             return e.code
@@ -376,13 +471,16 @@ class GroupMembership:
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
-    def leave(
+    async def leave(
         self, group_id: str, members: list[tuple[str, str | None]]
     ) -> tuple[ErrorCode, list[ErrorCode]]:
         try:
             self.check_coordinator(group_id)
         except KafkaError as e:
             return e.code, [e.code] * len(members)
+        cg = self.consumer.groups.get(group_id)
+        if cg is not None:
+            return ErrorCode.NONE, await self.classic_members.leave(cg, members)
         group = self._groups.get(group_id)
         if group is None:
             return ErrorCode.NONE, [ErrorCode.UNKNOWN_MEMBER_ID] * len(members)

@@ -22,3 +22,14 @@ class GroupSettings:
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     consumer_max_size: int = 2**31 - 1  # group.consumer.max.size
     consumer_assignors: tuple[str, ...] = field(default=("uniform", "range"))  # group.consumer.assignors
+    # group.consumer.migration.policy: which way a live group may change protocol (KIP-848's online
+    # migration): bidirectional (Kafka 4.x's default), upgrade, downgrade or disabled.
+    consumer_migration_policy: str = "bidirectional"
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")

@@ -108,7 +108,7 @@ async def handle_consumer_group_describe(broker: Broker, hdr: RequestHeader) -> 
                         "target_assignment": {
                             "topic_partitions": assignment_entries(group.target.get(m.member_id, {}), names)
                         },
-                        "member_type": 1,  # 1: consumer protocol (0 would be a classic member)
+                        "member_type": 1 if m.classic is None else 0,  # KIP-1099: 0 classic, 1 consumer
                     }
                     for m in group.members.values()
                 ],

@@ -164,7 +164,7 @@ async def handle_leave_group(broker: Broker, hdr: RequestHeader) -> Body | None:
     members: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in req.members] if v >= 3 else [(req.member_id, None)]
     )
-    code, per_member = broker.groups.leave(req.group_id, members)
+    code, per_member = await broker.groups.leave(req.group_id, members)
     if v < 3 and code == ErrorCode.NONE:
         code = per_member[0]
     return messages.encode_response(

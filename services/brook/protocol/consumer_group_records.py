@@ -20,6 +20,7 @@ from .primitives import CodecError, Reader, Writer
 
 __all__ = [
     "CONSUMER_RECORD_TYPES",
+    "ClassicMemberMetadata",
     "CurrentAssignmentValue",
     "MemberMetadataValue",
     "Partitions",
@@ -144,6 +145,14 @@ def decode_target_epoch(raw: bytes) -> tuple[int, int]:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A classic-protocol member of a consumer group: its session timeout and JoinGroup protocols."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -153,6 +162,37 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
+
+
+def _encode_classic(classic: ClassicMemberMetadata | None) -> bytes:
+    """Tag 0's payload: Kafka's generated writer emits it even when null, as a 0 byte; a present
+    struct follows a 1 byte (a nullable struct's marker)."""
+    if classic is None:
+        return b"\x00"
+    w = Writer()
+    w.int8(1)
+    w.int32(classic.session_timeout_ms)
+    w.compact_array_len(len(classic.protocols))
+    for name, metadata in classic.protocols:
+        w.compact_string(name)
+        w.compact_bytes(metadata)
+        _end(w)
+    _end(w)
+    return w.getvalue()
+
+
+def _decode_classic(data: memoryview) -> ClassicMemberMetadata | None:
+    r = Reader(data)
+    if r.int8() != 1:
+        return None
+    timeout = r.int32()
+    protocols = []
+    for _ in range(r.compact_array_len()):
+        name, metadata = r.compact_string(), bytes(r.compact_bytes())
+        r.skip_tagged_fields()
+        protocols.append((name, metadata))
+    return ClassicMemberMetadata(timeout, tuple(protocols))
 
 
 def encode_member_metadata(v: MemberMetadataValue) -> bytes:
@@ -168,9 +208,8 @@ def encode_member_metadata(v: MemberMetadataValue) -> bytes:
     w.compact_nullable_string(v.subscribed_topic_regex)
     w.int32(v.rebalance_timeout_ms)
     w.compact_nullable_string(v.server_assignor)
-    # Tag 0 is ClassicMemberMetadata (for classic members of a consumer group). Kafka's generated
-    # writer emits it even when null, as a 0 byte, so this does too: the same bytes as Kafka's.
-    _end(w, {_CLASSIC_MEMBER_TAG: b"\x00"})
+    # Tag 0 is ClassicMemberMetadata (for classic members of a consumer group).
+    _end(w, {_CLASSIC_MEMBER_TAG: _encode_classic(v.classic)})
     return w.getvalue()
 
 
@@ -182,8 +221,13 @@ def decode_member_metadata(raw: bytes) -> MemberMetadataValue:
     regex = r.compact_nullable_string()
     timeout = r.int32()
     assignor = r.compact_nullable_string()
-    r.skip_tagged_fields()
-    return MemberMetadataValue(instance, rack, client_id, client_host, names, regex, timeout, assignor)
+    classic = None
+    for tag, data in r.tagged_fields():
+        if tag == _CLASSIC_MEMBER_TAG and len(data):
+            classic = _decode_classic(data)
+    return MemberMetadataValue(
+        instance, rack, client_id, client_host, names, regex, timeout, assignor, classic
+    )
 
 
 def _write_partitions(w: Writer, partitions: Partitions, epochs: Epochs | None = None) -> None:

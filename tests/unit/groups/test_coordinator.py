@@ -237,7 +237,7 @@ def test_delete_groups_only_when_empty() -> None:
             "missing": ErrorCode.GROUP_ID_NOT_FOUND,
         }
         assert c.fetch_offsets("idle", None)[1] == []
-        _, per_member = c.leave("busy", [(member, None)])
+        _, per_member = await c.leave("busy", [(member, None)])
         assert per_member == [ErrorCode.NONE]
         assert (await c.delete_groups(["busy"])) == {"busy": ErrorCode.NONE}
         await c.stop()
