@@ -1,6 +1,7 @@
 """Apache Kafka's Java consumer 4.4 with the consumer group protocol (KIP-848, `group.protocol=consumer`)
 against Brook: two members split a topic, consume every record once, commit, and the group describes
-as a consumer group; in a cluster, they go on across a kill -9 of the group's coordinator."""
+as a consumer group; a classic member and a consumer-protocol one share a group while it migrates
+and back; in a cluster, they go on across a kill -9 of the group's coordinator."""
 
 from __future__ import annotations
 
@@ -56,6 +57,57 @@ def test_two_members_split_consume_and_commit(jbroker: BrokerProcess, java: Java
     assert sum(offsets.values()) == 120, offsets
     java.call("close", name="c2")
     poll_until(java, ["c1"], lambda: len(java.call("assignment", name="c1")) == 6)
+
+
+@pytest.mark.parametrize("classic_assignor", ["RangeAssignor", "CooperativeStickyAssignor"])
+def test_a_classic_member_migrates_with_its_group(
+    jbroker: BrokerProcess, java: JavaClients, classic_assignor: str
+) -> None:
+    """A Java consumer of the classic protocol owns the group; a consumer-protocol member joins (the
+    group becomes a consumer group, the classic member gives up half its partitions through
+    JoinGroup/SyncGroup), reads the new records, and leaves (a classic group again, the classic
+    member back to every partition). Each record is read once."""
+    topic, group = f"migrate-{classic_assignor}", f"g-migrate-{classic_assignor}"
+    create(java, jbroker.bootstrap, topic, partitions=6)
+    produce(java, jbroker.bootstrap, topic, 60)
+    strategy = f"org.apache.kafka.clients.consumer.{classic_assignor}"
+    consumer(java, "old", jbroker.bootstrap, group, **{"partition.assignment.strategy": strategy})
+    java.call("subscribe", name="old", topics=[topic])
+    read = poll_until(java, ["old"], lambda: len(java.call("assignment", name="old")) == 6)[0]
+    while len(read) < 60:
+        read += poll_until(java, ["old"], lambda: True)[0]
+    java.call("commit_sync", name="old")
+    java.call("admin", name="a", config={"bootstrap.servers": jbroker.bootstrap})
+
+    def group_type() -> str:
+        return str(java.call("describe_groups", name="a", groups=[group])[group]["type"])
+
+    assert group_type() == "CLASSIC"
+    consumer(java, "new", jbroker.bootstrap, group, **{"group.protocol": "consumer"})
+    java.call("subscribe", name="new", topics=[topic])
+
+    def split() -> bool:
+        a1, a2 = java.call("assignment", name="old"), java.call("assignment", name="new")
+        return len(a1) == 3 and len(a2) == 3 and not set(a1) & set(a2)
+
+    got = poll_until(java, ["old", "new"], split)
+    assert group_type() == "CONSUMER"
+    produce(java, jbroker.bootstrap, topic, 60)
+    later: list[list[object]] = [[], []]
+    while len(later[0]) + len(later[1]) < 60:
+        more = poll_until(java, ["old", "new"], lambda: True)
+        later = [later[0] + more[0], later[1] + more[1]]
+    assert later[0] and later[1], "both members read records while they shared the group"
+    java.call("commit_sync", name="old")
+    java.call("commit_sync", name="new")
+    java.call("close", name="new")
+    poll_until(java, ["old"], lambda: len(java.call("assignment", name="old")) == 6)
+    assert group_type() == "CLASSIC"
+    records = read + got[0] + got[1] + later[0] + later[1]
+    assert len(records) == 120, len(records)  # none read twice
+    java.call("commit_sync", name="old")
+    assert sum(java.call("list_group_offsets", name="a", group=group).values()) == 120
+    java.call("close", name="old")
 
 
 def test_members_go_on_after_a_coordinator_kill_9(tmp_path: Path, java: JavaClients) -> None:
