@@ -98,7 +98,11 @@ class ConsumerGroupStore:
                 written[(kind, member)] = value
                 out.append((consumer_key(kind, gid, member), value))
 
-        known = {m for (kind, m) in written if kind == MEMBER_METADATA and m is not None}
+        known: set[str] = set()  # the members and regexes the log holds, in one pass over it
+        regexes: set[str] = set()
+        for kind, key in written:
+            if key is not None and kind in (MEMBER_METADATA, REGULAR_EXPRESSION):
+                (known if kind == MEMBER_METADATA else regexes).add(key)
         for mid in sorted(known - set(group.members)):
             for kind in (CURRENT_MEMBER_ASSIGNMENT, TARGET_ASSIGNMENT_MEMBER, MEMBER_METADATA):
                 if written.pop((kind, mid), None) is not None:
@@ -106,7 +110,6 @@ class ConsumerGroupStore:
         changed = [m for m in sorted(set(members) | (set(group.members) - known)) if m in group.members]
         for mid in changed:
             put(MEMBER_METADATA, mid, _member_value(group.members[mid]))
-        regexes = {r for (kind, r) in written if kind == REGULAR_EXPRESSION and r is not None}
         for regex in sorted(regexes - set(group.regex_topics)):
             del written[(REGULAR_EXPRESSION, regex)]
             out.append((consumer_key(REGULAR_EXPRESSION, gid, regex), None))
