@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from brook.protocol import consumer_group_records as rec
+from brook.protocol import share_group_records as share_rec
 from brook.protocol.group_records import decode_key
 from brook.protocol.versions import ApiKey
 from tests.support.differential import Wire, agree, differences
@@ -151,9 +152,11 @@ def test_member_life(wires: tuple[Wire, Wire], cg_topic: str) -> None:
     assert not differences(d[0], d[1], ignore=["group_epoch", "assignment_epoch", "authorized_operations"])
 
 
-def group_records(bootstrap: str, group: str) -> list[tuple[int, str | None, bytes | None]]:
-    """(record type, member id, value) of the group's records in __consumer_offsets but its offsets
-    (2: the classic group, 3-8: the consumer group's), in log order."""
+def group_records(
+    bootstrap: str, group: str, kinds: frozenset[int] = rec.CONSUMER_RECORD_TYPES | {2}
+) -> list[tuple[int, str | None, bytes | None]]:
+    """(record type, member id, value) of the group's records in __consumer_offsets of `kinds` (2: the
+    classic group, 3-8 and 16: the consumer group's, 10-15: the share group's), in log order."""
     c = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "cg-records-reader", "enable.auto.commit": False}
     )
@@ -176,10 +179,12 @@ def group_records(bootstrap: str, group: str) -> list[tuple[int, str | None, byt
             if m is None or m.error() is not None:
                 continue
             key = m.key()
-            if key is None or rec.record_type(key) not in rec.CONSUMER_RECORD_TYPES | {2}:
+            if key is None or rec.record_type(key) not in kinds:
                 continue
             if rec.record_type(key) == 2:
                 kind, gid, member = 2, str(decode_key(key).group), None
+            elif rec.record_type(key) in share_rec.SHARE_RECORD_TYPES:
+                kind, gid, member = share_rec.decode_share_key(key)
             else:
                 kind, gid, member = rec.decode_consumer_key(key)
             if gid == group:

@@ -566,3 +566,57 @@ def test_leader_failover_loses_no_acknowledgement(tmp_path: Path) -> None:
             s.close()
     finally:
         c.stop()
+
+
+def test_members_survive_a_coordinator_restart(tmp_path: Path) -> None:
+    """A share group is records in __consumer_offsets: after a kill -9 and restart its member goes on
+    with its member id and epoch (not UNKNOWN_MEMBER_ID), and an emptied group is still listed."""
+    b = BrokerProcess(tmp_path / "data", args=GROUP_ARGS).start()
+    try:
+        create_topic(b.bootstrap, "R", 2)
+        member = "m-" + uuid.uuid4().hex[:20]
+        with RawClient(b.bootstrap) as raw:
+            _heartbeat_until_assigned(raw, "r", member, "R", 2)
+            epoch = raw.request(
+                request_class(ApiKey.SHARE_GROUP_HEARTBEAT)(
+                    group_id="r", member_id=member, member_epoch=0, subscribed_topic_names=["R"]
+                ),
+                1,
+            ).member_epoch
+            assert epoch > 0
+        b.kill()
+        b.start()
+        with RawClient(b.bootstrap) as raw:
+            deadline = time.monotonic() + 30
+            while True:
+                r = raw.request(
+                    request_class(ApiKey.SHARE_GROUP_HEARTBEAT)(
+                        group_id="r", member_id=member, member_epoch=epoch
+                    ),
+                    1,
+                )
+                if r.error_code not in (
+                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                    ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                ):
+                    break
+                assert time.monotonic() < deadline, r
+                time.sleep(0.2)
+            assert (r.error_code, r.member_epoch) == (ErrorCode.NONE, epoch), r
+            left = raw.request(
+                request_class(ApiKey.SHARE_GROUP_HEARTBEAT)(group_id="r", member_id=member, member_epoch=-1),
+                1,
+            )
+            assert left.error_code == ErrorCode.NONE
+        b.kill()
+        b.start()
+        with RawClient(b.bootstrap) as raw:
+            wait_for_group = time.monotonic() + 30
+            while True:
+                listed = raw.request(request_class(ApiKey.LIST_GROUPS)(states_filter=[], types_filter=[]), 5)
+                if ("r", "share") in {(g.group_id, g.group_type) for g in listed.groups}:
+                    break
+                assert time.monotonic() < wait_for_group, f"the emptied share group is not listed: {listed}"
+                time.sleep(0.3)
+    finally:
+        b.stop()

@@ -67,6 +67,9 @@ class Broker:
             state_topic.topic_partitions,
             lambda group_id: share_timings(self.entity_configs("group", group_id)),
         )
+        # Share groups are records in __consumer_offsets: written and replayed by its coordinator.
+        self.share.groups.write = self.groups.write_records
+        self.groups.share_groups = self.share.groups
         self.share_offsets = ShareOffsets(self)  # the coordinator's reach to other leaders' share state
         self.log_dir_failure = LogDirFailureHandler(self)
         self.iceberg = IcebergWriters(settings.iceberg, settings.data_dir, self.replicas.partitions)

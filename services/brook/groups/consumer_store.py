@@ -10,8 +10,7 @@ so a heartbeat costs its own member's records, not the group's.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from brook.protocol import consumer_group_records as rec
 from brook.protocol.consumer_group_records import (
@@ -23,6 +22,7 @@ from brook.protocol.consumer_group_records import (
     TARGET_ASSIGNMENT_MEMBER,
     TARGET_ASSIGNMENT_METADATA,
     consumer_key,
+    metadata_hash,
 )
 
 from .consumer_group import ConsumerGroup, ConsumerMember, MemberState
@@ -35,17 +35,6 @@ _Written = dict[tuple[int, str | None], bytes]
 
 _STATES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
 _STATE_OF = {v: k for k, v in _STATES.items()}
-
-
-def metadata_hash(metadata: Mapping[str, tuple[bytes, int]]) -> int:
-    """A 64-bit digest of the subscribed topics (name, id, partitions): a coordinator that loads the
-    group compares it with today's topics to know whether they changed while it was away. Never 0,
-    which the record reads as "no hash"."""
-    h = hashlib.blake2b(digest_size=8)
-    for name in sorted(metadata):
-        topic_id, partitions = metadata[name]
-        h.update(b"%s\0%s\0%d\0" % (name.encode(), topic_id, partitions))
-    return int.from_bytes(h.digest(), "big", signed=True) or 1
 
 
 def _member_value(m: ConsumerMember) -> bytes:

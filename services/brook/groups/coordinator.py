@@ -33,6 +33,7 @@ from brook.protocol.group_records import (
     iter_batches,
 )
 from brook.protocol.primitives import java_string_hash
+from brook.protocol.share_group_records import SHARE_RECORD_TYPES
 from brook.protocol.txn_records import CONTROL_COMMIT
 from brook.tasks import cancel_and_wait
 
@@ -47,6 +48,15 @@ from .settings import OFFSETS_TOPIC, GroupSettings
 log = logging.getLogger(__name__)
 
 __all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "GroupSettings", "OffsetCommit", "OffsetsLog"]
+
+
+class OtherGroups(Protocol):
+    """Groups of another kind kept in the same partitions (share groups: share/group.py)."""
+
+    def replay(self, raw_key: bytes, raw_value: bytes | None) -> None: ...
+    def loaded(self, group_ids: Iterable[str]) -> None: ...
+    def group_ids(self) -> list[str]: ...
+    def drop(self, group_ids: Iterable[str]) -> None: ...
 
 
 class OffsetsLog(Protocol):
@@ -90,6 +100,7 @@ class GroupCoordinator(GroupMembership):
             settings, log_.topic_partitions, self.check_coordinator, self._write_records
         )
         self.consumer.downgrade = self._downgrade
+        self.share_groups: OtherGroups | None = None  # wired by the broker
         self.classic_members = ClassicMembers(self.consumer)
 
     # -- lifecycle -----------------------------------------------------------------------------------
@@ -144,6 +155,9 @@ class GroupCoordinator(GroupMembership):
                     except Exception as e:  # a record we cannot read must not stop the coordinator
                         log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
         self.consumer.loaded([g for g in self.consumer.groups if self.partition_for(g) == partition])
+        if self.share_groups is not None:
+            share = self.share_groups.group_ids()
+            self.share_groups.loaded([g for g in share if self.partition_for(g) == partition])
         self._loaded.add(partition)
 
     def unload_partition(self, partition: int) -> None:
@@ -155,6 +169,9 @@ class GroupCoordinator(GroupMembership):
         for gid in [g for g in self._offsets if self.partition_for(g) == partition]:
             del self._offsets[gid]
         self.consumer.drop([g for g in self.consumer.groups if self.partition_for(g) == partition])
+        if self.share_groups is not None:
+            share = self.share_groups.group_ids()
+            self.share_groups.drop([g for g in share if self.partition_for(g) == partition])
         for groups in self._pending_txn.values():
             for gid in [g for g in groups if self.partition_for(g) == partition]:
                 del groups[gid]
@@ -190,8 +207,13 @@ class GroupCoordinator(GroupMembership):
         return out
 
     def _replay(self, raw_key: bytes, raw_value: bytes | None) -> None:
-        if record_type(raw_key) in CONSUMER_RECORD_TYPES:
+        kind = record_type(raw_key)
+        if kind in CONSUMER_RECORD_TYPES:
             self.consumer.store.replay(self.consumer.groups, raw_key, raw_value)
+            return
+        if kind in SHARE_RECORD_TYPES:
+            if self.share_groups is not None:
+                self.share_groups.replay(raw_key, raw_value)
             return
         key = decode_key(raw_key)
         if isinstance(key, OffsetKey):
@@ -252,6 +274,10 @@ class GroupCoordinator(GroupMembership):
         result = self.consumer.heartbeat(hb)
         code = await self.consumer.persist(hb.group_id, [result.member_id or hb.member_id])
         return result if code is ErrorCode.NONE else HeartbeatResult(code)
+
+    async def write_records(self, group_id: str, records: list[Record]) -> ErrorCode:
+        """Append records of a group another room keeps (share groups)."""
+        return await self._write_records(group_id, records)
 
     async def _write_records(self, group_id: str, records: list[Record]) -> ErrorCode:
         """Append a group's records; an error as Kafka's coordinator answers a failed write with."""

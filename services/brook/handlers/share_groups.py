@@ -61,6 +61,9 @@ async def handle_share_group_heartbeat(broker: Broker, hdr: RequestHeader) -> Bo
             client_host=CLIENT_HOST.get(),
         )
     )
+    code = await broker.share.groups.persist(req.group_id, [result.member_id or req.member_id])
+    if code is not ErrorCode.NONE:
+        return error(code)
     fields: dict[str, Any] = {
         "error_code": result.error,
         "error_message": result.message,

@@ -149,6 +149,7 @@ async def handle_alter_share_group_offsets(broker: Broker, hdr: RequestHeader) -
             ApiKey.ALTER_SHARE_GROUP_OFFSETS, v, {"error_code": e.code, "error_message": e.message}
         )
     group = broker.share.groups.ensure(req.group_id)
+    await broker.share.groups.persist(req.group_id)  # the group exists, also after a failover
     starts: dict[Part, int] = {}
     for t in req.topics:
         meta = broker.replicas.topic(t.topic_name)

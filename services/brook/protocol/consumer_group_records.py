@@ -13,6 +13,7 @@ topics a subscribed regex matched; keyed by group and regex). A null value is a 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -29,6 +30,7 @@ __all__ = [
     "decode_consumer_key",
     "decode_current_assignment",
     "decode_group_epoch",
+    "decode_group_record_key",
     "decode_member_metadata",
     "decode_regex",
     "decode_target_epoch",
@@ -39,6 +41,8 @@ __all__ = [
     "encode_regex",
     "encode_target_epoch",
     "encode_target_member",
+    "group_record_key",
+    "metadata_hash",
     "record_type",
 ]
 
@@ -63,30 +67,54 @@ Partitions = Mapping[bytes, set[int]]
 Epochs = Mapping[tuple[bytes, int], int]
 
 
+def metadata_hash(metadata: Mapping[str, tuple[bytes, int]]) -> int:
+    """A 64-bit digest of the subscribed topics (name, id, partitions): a coordinator that loads the
+    group compares it with today's topics to know whether they changed while it was away. Never 0,
+    which the record reads as "no hash"."""
+    h = hashlib.blake2b(digest_size=8)
+    for name in sorted(metadata):
+        topic_id, partitions = metadata[name]
+        h.update(b"%s\0%s\0%d\0" % (name.encode(), topic_id, partitions))
+    return int.from_bytes(h.digest(), "big", signed=True) or 1
+
+
 def record_type(raw_key: bytes) -> int:
     if len(raw_key) < 2:
         raise CodecError("a __consumer_offsets key shorter than its type")
     return int.from_bytes(raw_key[:2], "big", signed=True)
 
 
-def consumer_key(kind: int, group: str, member: str | None = None) -> bytes:
+def group_record_key(kind: int, group: str, member: str | None) -> bytes:
+    """A modern group record's key: its type, the group id and, for per-member kinds, a second
+    string (the member id, or a regex)."""
     w = Writer()
     w.int16(kind)
     w.string(group)
-    if kind in _MEMBER_KEYS:
-        assert member is not None
+    if member is not None:
         w.string(member)
     return w.getvalue()
 
 
-def decode_consumer_key(raw: bytes) -> tuple[int, str, str | None]:
-    """(record type, group id, member id or regex or None) of a consumer group record's key."""
+def decode_group_record_key(
+    raw: bytes, kinds: frozenset[int], member_kinds: frozenset[int]
+) -> tuple[int, str, str | None]:
+    """(record type, group id, second string or None) of a key whose type is one of `kinds`."""
     r = Reader(memoryview(raw))
     kind = r.int16()
-    if kind not in CONSUMER_RECORD_TYPES:
-        raise CodecError(f"not a consumer group record type: {kind}")
+    if kind not in kinds:
+        raise CodecError(f"not a group record type of this kind: {kind}")
     group = r.string()
-    return kind, group, r.string() if kind in _MEMBER_KEYS else None
+    return kind, group, r.string() if kind in member_kinds else None
+
+
+def consumer_key(kind: int, group: str, member: str | None = None) -> bytes:
+    assert (member is not None) == (kind in _MEMBER_KEYS)
+    return group_record_key(kind, group, member)
+
+
+def decode_consumer_key(raw: bytes) -> tuple[int, str, str | None]:
+    """(record type, group id, member id or regex or None) of a consumer group record's key."""
+    return decode_group_record_key(raw, CONSUMER_RECORD_TYPES, _MEMBER_KEYS)
 
 
 def _value(r: Reader) -> Reader:

@@ -230,7 +230,7 @@ class ShareCoordinator:
 
     async def delete_group(self, group_id: str) -> None:
         """DeleteGroups: the group and every share-partition state it has here."""
-        self.groups.delete(group_id)
+        await self.groups.delete(group_id)
         for key in [k for k in self.partitions if k.group_id == group_id]:
             await self.forget(key)
 
@@ -322,8 +322,11 @@ class ShareCoordinator:
             await self._sweep()
 
     async def _sweep(self) -> None:
-        for group_id, member_id in self.groups.expire():
+        expired = self.groups.expire()
+        for group_id, member_id in expired:
             log.info("share group %s: member %s expired", group_id, member_id)
+        for group_id in {g for g, _ in expired}:
+            await self.groups.persist(group_id)
         now = self.now_ms()
         changed = [
             key

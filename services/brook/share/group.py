@@ -13,10 +13,14 @@ GroupMetadataManager.shareGroupHeartbeat.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 
+from brook.protocol.consumer_group_records import metadata_hash
 from brook.protocol.errors import ErrorCode, KafkaError
+
+from .members import Assignment, ShareGroup, ShareMember
+from .store import Record, ShareGroupStore
 
 __all__ = [
     "LEAVE_EPOCH",
@@ -34,7 +38,8 @@ ASSIGNOR = "simple"
 TopicsView = Callable[[], Mapping[str, tuple[bytes, int]]]
 # group id -> (session timeout ms, heartbeat interval ms)
 TimingsOf = Callable[[str], tuple[int, int]]
-Assignment = dict[bytes, list[int]]
+# Appends a group's records to its partition of __consumer_offsets; the error to answer with, if any.
+RecordWriter = Callable[[str, list[Record]], Awaitable[ErrorCode]]
 
 
 @dataclass(slots=True)
@@ -56,36 +61,6 @@ class ShareHeartbeatResult:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: Assignment | None = None
-
-
-@dataclass(slots=True)
-class ShareMember:
-    member_id: str
-    member_epoch: int = 0
-    rack_id: str | None = None
-    client_id: str = ""
-    client_host: str = ""
-    subscribed: frozenset[str] = frozenset()
-    assigned: Assignment = field(default_factory=dict)
-    sent: Assignment | None = None  # the assignment last answered (None: answer it next time)
-    deadline: float = 0.0
-
-
-@dataclass(slots=True)
-class ShareGroup:
-    group_id: str
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ShareMember] = field(default_factory=dict)
-    # what the assignment was computed from: topic -> (id, partitions) of the subscribed topics
-    metadata: dict[str, tuple[bytes, int]] = field(default_factory=dict)
-    # every topic a member subscribed to or an offset reset named: where its share-partitions may have
-    # state on other brokers (DescribeShareGroupOffsets of all topics asks their leaders)
-    topics: set[str] = field(default_factory=set)
-
-    @property
-    def state(self) -> str:
-        return "Stable" if self.members else "Empty"
 
 
 def _invalid(message: str) -> KafkaError:
@@ -115,9 +90,10 @@ def _assign(
 
 
 class ShareGroups:
-    """The share groups this broker coordinates (in memory: a coordinator failover makes members
-    rejoin, as their next heartbeat answers UNKNOWN_MEMBER_ID; records' states are the partition
-    leaders' and survive it)."""
+    """The share groups this broker coordinates. Each change is written to `__consumer_offsets`
+    (store.py) before it is answered, when a writer is wired (`write`), and replayed by the broker
+    that becomes the group's coordinator: members keep their epochs and assignments across a
+    failover. Records' states are the partition leaders' (coordinator.py)."""
 
     def __init__(
         self, topics: TopicsView, timings: TimingsOf, clock: Callable[[], float] = time.monotonic
@@ -126,6 +102,49 @@ class ShareGroups:
         self._timings = timings
         self._clock = clock
         self.groups: dict[str, ShareGroup] = {}
+        self.store = ShareGroupStore()
+        self.write: RecordWriter | None = None  # the group coordinator's, wired by the broker
+
+    # -- persistence --------------------------------------------------------------------------------
+    async def persist(self, group_id: str, members: Iterable[str] = ()) -> ErrorCode:
+        """Write what changed in the group (`members`: those that may have, besides joins and
+        leaves); the error to answer with when the write failed."""
+        group = self.groups.get(group_id)
+        if group is None or self.write is None:
+            return ErrorCode.NONE
+        records = self.store.records(group, members)
+        if not records:
+            return ErrorCode.NONE
+        code = await self.write(group_id, records)
+        if code is not ErrorCode.NONE:
+            self.store.forget(group_id)  # unknown what the log holds: the next change rewrites it all
+        return code
+
+    def replay(self, raw_key: bytes, raw_value: bytes | None) -> None:
+        self.store.replay(self.groups, raw_key, raw_value)
+
+    def loaded(self, group_ids: Iterable[str]) -> None:
+        """Groups just replayed: every member gets a fresh session; topics unchanged since the group
+        wrote its hash keep its epoch (a change bumps it at the next heartbeat)."""
+        now, topics = self._clock(), self._topics()
+        for gid in group_ids:
+            group = self.groups[gid]
+            session_ms, _ = self._timings(gid)
+            for m in group.members.values():
+                m.deadline = now + session_ms / 1000
+            wanted = set().union(*(m.subscribed for m in group.members.values())) if group.members else set()
+            metadata = {t: topics[t] for t in wanted if t in topics}
+            if metadata_hash(metadata) == self.store.loaded_hash.get(gid):
+                group.metadata = metadata
+
+    def group_ids(self) -> list[str]:
+        return list(self.groups)
+
+    def drop(self, group_ids: Iterable[str]) -> None:
+        """Forget groups (their partition of the offsets topic moved away)."""
+        for gid in group_ids:
+            self.groups.pop(gid, None)
+            self.store.forget(gid)
 
     def heartbeat(self, hb: ShareHeartbeat) -> ShareHeartbeatResult:
         try:
@@ -186,7 +205,8 @@ class ShareGroups:
         member.client_id, member.client_host = hb.client_id, hb.client_host
         member.deadline = self._clock() + session_ms / 1000
         self._maybe_assign(group)
-        member.member_epoch = group.assignment_epoch
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_epoch, member.member_epoch = member.member_epoch, group.assignment_epoch
         result = ShareHeartbeatResult(
             member_id=member.member_id, member_epoch=member.member_epoch, heartbeat_interval_ms=interval_ms
         )
@@ -255,7 +275,13 @@ class ShareGroups:
                 f"Share group {group_id} must be empty; it has {len(group.members)} member(s).",
             )
 
-    def delete(self, group_id: str) -> None:
-        """DeleteGroups of an empty share group (NON_EMPTY_GROUP while it has members)."""
+    async def delete(self, group_id: str) -> None:
+        """DeleteGroups of an empty share group (NON_EMPTY_GROUP while it has members): its
+        tombstones are written first."""
         self.check_empty(group_id)
+        group = self.groups.get(group_id)
+        if group is not None and self.write is not None:
+            code = await self.write(group_id, self.store.tombstones(group))
+            if code is not ErrorCode.NONE:
+                raise KafkaError(code, f"Share group {group_id} could not be deleted.")
         self.groups.pop(group_id, None)
