@@ -87,6 +87,17 @@ def test_heartbeat_refused(wires: tuple[Wire, Wire], cg_topic: str, request_: di
     assert answer["error_code"] != "NONE(0)"
 
 
+def test_a_join_subscribed_to_nothing(wires: tuple[Wire, Wire], cg_topic: str) -> None:
+    """Kafka 4.4 asks a join for a non-null subscription: an empty list joins (and gets nothing)."""
+    k, b = wires
+    req = heartbeat(
+        "cg-edge", "m-empty", 0, rebalance_timeout_ms=1000, subscribed_topic_names=[], topic_partitions=[]
+    )
+    joined = agree(k, b, HB, 1, req, ignore=["heartbeat_interval_ms", "member_epoch"])
+    assert joined["error_code"] == "NONE(0)"
+    agree(k, b, HB, 1, heartbeat("cg-edge", "m-empty", -1), ignore=["heartbeat_interval_ms"])
+
+
 @pytest.mark.parametrize("regex", ["(", "cg-(?=topic)", "(cg)-\\1"], ids=["unclosed", "lookahead", "backref"])
 def test_invalid_regex(wires: tuple[Wire, Wire], cg_topic: str, regex: str) -> None:
     """RE2/J and RE2 word their complaints differently; the code is Kafka's. Lookarounds and

@@ -185,8 +185,11 @@ class ConsumerGroups:
                 raise _invalid("RebalanceTimeoutMs must be provided in first request.")
             if hb.owned is None or any(hb.owned.values()):
                 raise _invalid("TopicPartitions must be empty when (re-)joining.")
-            if not hb.subscribed_topic_names and hb.subscribed_topic_regex is None:
-                raise _invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            if hb.subscribed_topic_names is None and hb.subscribed_topic_regex is None:
+                # Kafka 4.4 asks for one of them non-null: an empty list is a subscription to nothing.
+                raise _invalid(
+                    "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
+                )
         elif hb.member_epoch == STATIC_LEAVE_EPOCH:
             if hb.member_id == "":
                 raise _invalid("MemberId can't be empty.")
