@@ -10,8 +10,7 @@ test identity provider, set up as trivup's harness sets up Kafka for it:
 - the client: test.conf with sasl.oauthbearer.method=oidc and the provider's URLs, and VALID_OIDC_URL,
   INVALID_OIDC_URL, EXPIRED_TOKEN_OIDC_URL in the environment.
 
-Only the sub-tests without a share consumer run (KIP-932 share groups are not in Brook), one at a time
-(SUBTESTS): a failing sub-test would end the others.
+The sub-tests run one at a time (SUBTESTS): a failing sub-test would end the others.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from .ports import free_port
 OIDC_TESTS = ("0126",)
 SUBTESTS = (
     "Test producer and consumer with oidc configuration",  # client credentials, JWT bearer, IMDS, sub claim
+    "Test share consumer with oidc configuration",  # KIP-932's share consumer over OIDC
     "Test OAUTHBEARER/OIDC failing with invalid JWT",
     "Test OAUTHBEARER/OIDC failing with expired JWT",
     "Test authentication failure with oidc configuration",

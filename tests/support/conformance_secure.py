@@ -32,17 +32,21 @@ SECURE_TESTS = {"0097": "SSL", "0135": "SASL_SSL", "0142": "SASL_SSL"}
 # 0135's share-consumer part and every part of 0142 create topics with 3 replicas.
 SECURE_BROKERS = {"0097": 1, "0135": 3, "0142": 3}
 # librdkafka's SUBTESTS (one substring per run, matched in "<function>:<line>: <name>"): 0135's and
-# 0142's sub-tests but the share-consumer ones (KIP-932 share groups: not yet run over SASL_SSL
-# against Brook; the first failing sub-test would end the whole test).
+# 0142's sub-tests, the share-consumer ones (KIP-932) included, one at a time (the first failing
+# sub-test would end the whole test). 0142's OAUTHBEARER variants need that mechanism: 0126's run.
 SUBTESTS = {
-    "0135": ("do_test:",),
+    "0135": ("do_test:", "do_test_share_consumer:"),
     "0142": (
         "test consumer message loss",
+        "test share consumer message loss",
         "test producer message loss",
         "test reauth in the middle of a txn",
         "test reauth failure with wrong credentials for reauth",
+        "test share consumer reauth failure with wrong credentials",
     ),
 }
+# The share consumer's tests run only against a broker version with share groups (Kafka 4.2+).
+KAFKA_VERSION = "4.2.0"
 SSL_PASSWORD = "brook-conformance"
 SCRAM_USER, SCRAM_PASSWORD = "conformance", "conformance-secret"
 REAUTH_MS = 10_000  # 0142 runs ~17 intervals of it
@@ -226,7 +230,7 @@ def _run_one(
     logs: Path,
     subtest: str | None,
 ) -> str:
-    """One test the way the kit's `run` runs it (test-runner -p1 -L in its directory, Kafka 4.0, the
+    """One test the way the kit's `run` runs it (test-runner -p1 -L in its directory, Kafka 4.2, the
     default scenario, a time limit); prints its RESULT line, returns the status."""
     logs.mkdir(parents=True, exist_ok=True)
     conf_file = logs / f"{test}.conf"
@@ -235,7 +239,7 @@ def _run_one(
         **os.environ,
         **env,
         "RDKAFKA_TEST_CONF": str(conf_file),
-        "TEST_KAFKA_VERSION": os.environ.get("TEST_KAFKA_VERSION", "4.0.0"),
+        "TEST_KAFKA_VERSION": os.environ.get("TEST_KAFKA_VERSION", KAFKA_VERSION),
         "TESTS": test,
         "TEST_SCENARIO": "default",
         "LD_LIBRARY_PATH": "../src:../src-cpp",
