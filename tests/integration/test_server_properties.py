@@ -139,6 +139,7 @@ def every_supported_property(data: Path, port: int, tls: Path) -> dict[str, str]
         "group.consumer.session.timeout.ms": "40000",
         "group.consumer.max.size": "100",
         "group.consumer.assignors": "range,uniform",
+        "group.consumer.migration.policy": "upgrade",
         "producer.id.expiration.ms": "3600000",
         "producer.id.expiration.check.interval.ms": "60000",
         "transaction.state.log.num.partitions": "5",
