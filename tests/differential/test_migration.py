@@ -202,3 +202,43 @@ def test_online_upgrade_and_downgrade(
     assert any(rec.decode_member_metadata(v).classic is not None for v in classic_members)
     for value in classic_members:
         assert reencoded(rec.MEMBER_METADATA, value) == value, value.hex()
+
+
+def test_a_classic_static_member_replacing_the_consumer_one_downgrades(
+    wires: tuple[Wire, Wire], cg_topic: str
+) -> None:
+    """Kafka's downgrade when a classic static member takes the place of the last consumer-protocol
+    member (the same group.instance.id): the group is classic again at once, without a rebalance."""
+    k, b = wires
+    g = "cg-replace"
+    for w in wires:
+        coordinated(w, g)
+    pair = Pair(k, b)
+    for w, first in zip(
+        wires, pair.raw(ApiKey.JOIN_GROUP, 7, lambda w, m: {**join(g, protocols=PROTOCOLS)}), strict=True
+    ):
+        pair.ids[w] = first["member_id"]
+    pair.each(ApiKey.JOIN_GROUP, 7, lambda w, m: join(g, m, protocols=PROTOCOLS))
+    both = encode_assignment(Assignment({"cg-topic": [0, 1]}), 3)
+    pair.each(ApiKey.SYNC_GROUP, 5, lambda w, m: {**sync(m, 1, {m: both}), "group_id": g})
+    static = joining(g, "s1", instance_id="i1")
+    agree(k, b, HB, 1, static, ignore=[*IGNORE, "member_epoch", "assignment"])
+    assert [group_type_of(w, g) for w in wires] == ["consumer", "consumer"]
+    replacing = {**join(g, protocols=PROTOCOLS), "group_instance_id": "i1"}
+    replaced = agree(k, b, ApiKey.JOIN_GROUP, 7, replacing, ignore=["generation_id"])
+    assert replaced["error_code"] == "NONE(0)"
+    assert [group_type_of(w, g) for w in wires] == ["classic", "classic"]
+    states = [describe_state(w, g) for w in wires]
+    assert states == ["Stable", "Stable"], states
+
+
+def group_type_of(w: Wire, group: str) -> str:
+    listed = w.send(ApiKey.LIST_GROUPS, 5, {"states_filter": [], "types_filter": []})
+    assert isinstance(listed, dict)
+    return next((x["group_type"] for x in listed["groups"] if x["group_id"] == group), "")
+
+
+def describe_state(w: Wire, group: str) -> str:
+    d = w.send(ApiKey.DESCRIBE_GROUPS, 5, {"groups": [group], "include_authorized_operations": False})
+    assert isinstance(d, dict)
+    return str(d["groups"][0]["group_state"])

@@ -63,6 +63,8 @@ class ClassicMembers:
     ) -> JoinResult:
         """Kafka's classicGroupJoinToConsumerGroup: answered at once, after its records are written."""
         new_id = member_id or str(uuid.uuid4())
+        # A static instance joining without a member id takes its old member's place.
+        replaces = not member_id and instance_id is not None and group.static_member(instance_id) is not None
         try:
             sub = self._check_join(group, new_id, protocol_type, protocols)
             if not member_id and instance_id is None and require_known_member_id:
@@ -79,6 +81,11 @@ class ClassicMembers:
         now = self._groups.now()
         member.session_deadline = now + session_timeout_ms / 1000
         member.classic_deadline = now + member.rebalance_timeout_ms / 1000  # until its SyncGroup
+        if replaces:
+            # It may have replaced the last consumer-protocol member: then the group is classic again,
+            # Stable, the newcomer holding its predecessor's partitions (Kafka's downgrade on a
+            # replaced static member).
+            self._groups.hand_over(group, "", rebalance=False)
         code = await self._groups.persist(group.group_id, [member.member_id])
         if code is not ErrorCode.NONE:
             return JoinResult(code, member_id=member_id)

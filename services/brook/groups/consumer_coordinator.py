@@ -43,9 +43,10 @@ __all__ = ["ConsumerGroups", "Heartbeat", "HeartbeatResult"]
 TopicsView = Callable[[], Mapping[str, tuple[bytes, int]]]
 # Appends a group's records to its partition of __consumer_offsets; the error to answer with, if any.
 RecordWriter = Callable[[str, list[Record]], Awaitable[ErrorCode]]
-# Turns a consumer group whose last consumer-protocol member is leaving into a classic group (the
-# online downgrade): the records that say so in the log, or None when it stays a consumer group.
-Downgrade = Callable[[ConsumerGroup, str], list[Record] | None]
+# Turns a consumer group whose last consumer-protocol member is leaving (or was replaced) into a
+# classic group, rebalancing or not (the online downgrade): the records that say so in the log, or
+# None when it stays a consumer group.
+Downgrade = Callable[[ConsumerGroup, str, bool], list[Record] | None]
 
 
 @dataclass(slots=True)
@@ -462,6 +463,16 @@ class ConsumerGroups:
         self.fence(group, member.member_id, "left the group")
         return HeartbeatResult(member_id=hb.member_id, member_epoch=hb.member_epoch)
 
+    def hand_over(self, group: ConsumerGroup, leaving: str, rebalance: bool) -> bool:
+        """Make the group a classic group if it may be (see `downgrade`); the next `persist` writes
+        the records that say so."""
+        records = None if self.downgrade is None else self.downgrade(group, leaving, rebalance)
+        if records is None:
+            return False
+        self.drop([group.group_id])
+        self._handed_over[group.group_id] = records
+        return True
+
     def session_timeout_ms(self, member: ConsumerMember) -> int:
         """A classic member's own session timeout, or the broker's for consumer-protocol members."""
         if member.classic is not None:
@@ -473,11 +484,8 @@ class ConsumerGroups:
         assignment is computed at once (as Kafka 4.4 does after a member leaves, even the last one).
         When only classic members stay, the group may become a classic group instead (Kafka's
         consumerGroupFenceMember): the next `persist` writes what the coordinator handed over."""
-        records = None if self.downgrade is None or not downgrade else self.downgrade(group, member_id)
-        if records is not None:
+        if downgrade and self.hand_over(group, member_id, rebalance=True):
             log.info("consumer group %s: member %s %s; now a classic group", group.group_id, member_id, why)
-            self.drop([group.group_id])
-            self._handed_over[group.group_id] = records
             return
         if group.remove(member_id) is not None:
             group.subscription_metadata = self._subscription_metadata(group, self._topics())

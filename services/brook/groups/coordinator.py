@@ -290,8 +290,8 @@ class GroupCoordinator(GroupMembership):
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         return ErrorCode.NONE
 
-    def _groups_here(self) -> Iterator[str]:
-        return (g for g in self._groups if self.partition_for(g) in self._loaded)
+    def _is_here(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self._loaded
 
     def describe(self, group_id: str) -> tuple[ErrorCode, Group | None]:
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Iterator
 
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.group_records import GroupKey, encode_key
@@ -59,7 +58,8 @@ class GroupMembership:
     def _group_record(self, group: Group) -> Record:
         raise NotImplementedError
 
-    def _groups_here(self) -> Iterator[str]:
+    def _is_here(self, group_id: str) -> bool:
+        """Whether the group's partition of the offsets topic is loaded here."""
         raise NotImplementedError
 
     # -- changing protocol -------------------------------------------------------------------------
@@ -82,7 +82,7 @@ class GroupMembership:
         the heartbeat; else its answer."""
         gid = hb.group_id
         classic = self._groups.get(gid)
-        if classic is None or gid not in set(self._groups_here()) or hb.member_epoch != 0:
+        if classic is None or not self._is_here(gid) or hb.member_epoch != 0:
             if classic is not None and classic.members:
                 return HeartbeatResult(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
             return None
@@ -112,10 +112,11 @@ class GroupMembership:
             log.info("group %s: now a consumer group with %d classic members", gid, len(upgraded.members))
         return None
 
-    def _downgrade(self, group: ConsumerGroup, leaving: str) -> list[Record] | None:
-        """The last consumer-protocol member of `group` is leaving and classic members remain: the
-        group becomes a classic group that rebalances at once (Kafka's convertToClassicGroup). The
-        records to write: the consumer group's tombstones and the classic group."""
+    def _downgrade(self, group: ConsumerGroup, leaving: str, rebalance: bool) -> list[Record] | None:
+        """Only classic members remain once `leaving` is gone (it left, or a classic static member
+        took its place, `leaving` then ""): the group becomes a classic group (Kafka's
+        convertToClassicGroup), rebalancing at once unless nobody left. The records to write: the
+        consumer group's tombstones and the classic group."""
         if not can_downgrade(group, leaving, self.settings):
             return None
         try:
@@ -128,7 +129,8 @@ class GroupMembership:
         for m in classic.members.values():
             m.deadline = now + m.session_timeout_ms / 1000
         self._groups[group.group_id] = classic
-        self._prepare_rebalance(classic, f"member {leaving}, the last of the consumer protocol, left")
+        if rebalance:
+            self._prepare_rebalance(classic, f"member {leaving}, the last of the consumer protocol, left")
         return records
 
     # -- membership --------------------------------------------------------------------------------

@@ -152,3 +152,32 @@ def test_classic_members_survive_a_coordinator_failover_as_classic_members() -> 
         assert member.classic.protocols == tuple(protocols())
 
     asyncio.run(run())
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_the_group() -> None:
+    """Kafka's downgrade on a replaced static member: the group is classic again, Stable (nobody
+    rebalances), and the newcomer holds its predecessor's partitions."""
+
+    async def run() -> None:
+        c = coordinator()
+        a, b, _ = await stable_classic_group(c)
+        static = Heartbeat(
+            G, "s", 0, instance_id="i1", rebalance_timeout_ms=10_000, subscribed_topic_names=["t"]
+        )
+        static.owned = {}
+        assert (await c.consumer_heartbeat(static)).error is ErrorCode.NONE
+        group = c.consumer.groups[G]
+        held_by_s = group.target["s"]
+        assert held_by_s  # the uniform assignor gave the static member a share
+        r = await c.join(G, "", "i1", "consumer", protocols(), 10_000, 10_000, "classic", "/h", True)
+        assert r.error is ErrorCode.NONE and r.member_id != "s"
+        assert G not in c.consumer.groups
+        classic = c._groups[G]
+        assert classic.is_(GroupState.STABLE) and set(classic.members) == {a, b, r.member_id}
+        assert classic.static_members == {"i1": r.member_id}
+        code, data, _, _ = await c.sync(G, classic.generation, r.member_id, "i1", "consumer", "range", {})
+        assert code is ErrorCode.NONE
+        mine = decode_assignment(data).partitions.get("t", [])
+        assert {TOPIC_ID: set(mine)} == held_by_s
+
+    asyncio.run(run())
