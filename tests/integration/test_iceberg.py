@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from pyiceberg.catalog import load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
+from sqlalchemy.exc import OperationalError
 
 from tests.integration.test_clients import create_topic
 from tests.integration.test_console import as_json
@@ -38,12 +39,18 @@ def load_table(data_dir: Path, name: str) -> Table | None:
     root = data_dir.resolve() / "iceberg"
     if not (root / "catalog.db").exists():
         return None  # no writer has started yet
+    # A reader never creates the catalog's tables: the broker's writer may be creating them this
+    # instant (both would, and one would fail with "table ... already exists").
     catalog = load_catalog(
-        "brook", type="sql", uri=f"sqlite:///{root / 'catalog.db'}", warehouse=(root / "warehouse").as_uri()
+        "brook",
+        type="sql",
+        uri=f"sqlite:///{root / 'catalog.db'}",
+        warehouse=(root / "warehouse").as_uri(),
+        init_catalog_tables="false",
     )
     try:
         return catalog.load_table(("brook", name))
-    except NoSuchTableError:
+    except (NoSuchTableError, OperationalError):  # no table yet, or the catalog not yet created
         return None
 
 
