@@ -50,6 +50,7 @@ class ShareGroupStore:
     def __init__(self) -> None:
         self._written: dict[str, _Written] = {}
         self.loaded_hash: dict[str, int] = {}  # each group's metadata hash, as read back at load
+        self._assignment_epoch: dict[str, int] = {}  # the target's epoch when last written
 
     def records(self, group: ShareGroup, members: Iterable[str]) -> list[Record]:
         """The records that make the log say what `group` is now, in Kafka's order: removed members'
@@ -75,8 +76,12 @@ class ShareGroupStore:
             value = rec.ShareMemberValue(m.rack_id, m.client_id, m.client_host, sorted(m.subscribed))
             put(MEMBER_METADATA, mid, rec.encode_share_member(value))
         put(GROUP_METADATA, None, rec.encode_share_epoch(group.group_epoch, metadata_hash(group.metadata)))
-        # The assignment changes every member's at once (it is computed for the whole group).
-        for mid in sorted(group.members):
+        # The assignment changes every member's at once (it is computed for the whole group): every
+        # target is compared when its epoch moved, else only the named members' (a heartbeat costs
+        # its own member's records, not the group's).
+        retarget = self._assignment_epoch.get(gid) != group.assignment_epoch
+        self._assignment_epoch[gid] = group.assignment_epoch
+        for mid in sorted(group.members) if retarget else changed:
             put(TARGET_ASSIGNMENT_MEMBER, mid, rec.encode_target_member(_partitions(group.members[mid])))
         put(TARGET_ASSIGNMENT_METADATA, None, rec.encode_target_epoch(group.assignment_epoch, 0))
         for mid in changed:
@@ -97,6 +102,7 @@ class ShareGroupStore:
     def forget(self, group_id: str) -> None:
         self._written.pop(group_id, None)
         self.loaded_hash.pop(group_id, None)
+        self._assignment_epoch.pop(group_id, None)
 
     def replay(self, groups: dict[str, ShareGroup], raw_key: bytes, raw_value: bytes | None) -> None:
         """Apply one record of `__consumer_offsets` (Kafka's GroupMetadataManager.replay)."""
@@ -120,6 +126,7 @@ class ShareGroupStore:
             group.group_epoch, self.loaded_hash[gid] = rec.decode_share_epoch(raw_value)
         elif kind == TARGET_ASSIGNMENT_METADATA:
             group.assignment_epoch, _ = rec.decode_target_epoch(raw_value)
+            self._assignment_epoch[gid] = group.assignment_epoch
         else:
             assert mid is not None
             member = group.members.setdefault(mid, ShareMember(mid))
