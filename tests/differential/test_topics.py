@@ -31,6 +31,17 @@ def metadata(*names: str, auto: bool = False) -> dict[str, object]:
     return {"topics": [{"name": n} for n in names], "allow_auto_topic_creation": auto}
 
 
+def listed(w: Wire, name: str) -> None:
+    """Until the broker's Metadata lists a new topic: Kafka answers CreateTopics once its controller has
+    committed the topic, and its broker learns it from the metadata log a little later (under load,
+    Metadata said UNKNOWN_TOPIC_OR_PARTITION after the CreateTopics answer, 2026-11-28)."""
+    def known() -> bool:
+        answer = w.send(ApiKey.METADATA, 12, metadata(name), normalize=False)
+        return isinstance(answer, dict) and answer["topics"][0]["error_code"] == 0
+
+    eventually(known, what=f"{name} in the broker's Metadata")
+
+
 def test_metadata_unknown_and_invalid_names(wires: tuple[Wire, Wire]) -> None:
     k, b = wires
     for v in (4, 9, 12):  # v1-3 create topics: see test_metadata_auto_create
@@ -64,6 +75,7 @@ def test_create_topics_refused(wires: tuple[Wire, Wire], case: dict[str, object]
 def test_create_existing_and_duplicate(wires: tuple[Wire, Wire]) -> None:
     k, b = wires
     agree(k, b, ApiKey.CREATE_TOPICS, 7, create(topic("d-twice", 2)), ignore=["configs"])
+    listed(k, "d-twice")
     agree(k, b, ApiKey.CREATE_TOPICS, 7, create(topic("d-twice", 2)))
     # A name twice in one request: refused once, neither created (Brook created the first, 2026-11-27).
     agree(k, b, ApiKey.CREATE_TOPICS, 7, create(topic("d-dup"), topic("d-dup")))
@@ -112,6 +124,7 @@ def describe(rtype: int, name: str, keys: list[str] | None) -> dict[str, object]
 def test_configs_edges(wires: tuple[Wire, Wire]) -> None:
     k, b = wires
     agree(k, b, ApiKey.CREATE_TOPICS, 7, create(topic("d-conf")), ignore=["configs"])
+    listed(k, "d-conf")
     agree(k, b, ApiKey.DESCRIBE_CONFIGS, 4, describe(2, "d-conf-nope", None))
     agree(k, b, ApiKey.DESCRIBE_CONFIGS, 4, describe(2, "d-conf", ["retention.ms", "cleanup.policy"]))
     agree(k, b, ApiKey.DESCRIBE_CONFIGS, 4, describe(2, "d-conf", ["no.such.config"]))
