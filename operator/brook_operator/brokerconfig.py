@@ -2,7 +2,7 @@
 
 Topic-level names (the broker's own table, `brook.config.TOPIC_CONFIGS`) become broker-wide topic
 defaults (`--topic-default name=value`). Broker properties (every name `brook broker --config` takes:
-brook.broker.properties) are rendered into the server.properties the brokers start with. Names the
+brook.settings.properties) are rendered into the server.properties the brokers start with. Names the
 operator sets itself (listeners and security, ids, directories, rack) are refused, and so are Kafka
 properties Brook ignores, with the reason.
 """
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import javaproperties
 
-from brook.broker.options import OPTIONS, SECURITY
-from brook.broker.properties import KNOWN, check, ignored_reason
 from brook.config import TOPIC_CONFIGS, validate_topic_config
+from brook.settings.options import OPTIONS, SECURITY
+from brook.settings.properties import KNOWN, check, ignored_reason
 
 # Set by the operator from the Cluster's other fields (ids, rack, storage, spec.listeners, spec.security);
 # refused in spec.config.

@@ -16,9 +16,10 @@ from types import SimpleNamespace
 
 import javaproperties
 
-from brook.broker.broker_configs import TOPIC_TO_BROKER
-from brook.broker.options import OPTIONS, Option
-from brook.broker.properties import (
+from brook.config import BROKER_TOPIC_SYNONYMS, validate_topic_config
+from brook.settings.described import TOPIC_TO_BROKER
+from brook.settings.options import OPTIONS, Option
+from brook.settings.properties import (
     ID_KEYS,
     KNOWN,
     TIME_KEYS,
@@ -27,7 +28,6 @@ from brook.broker.properties import (
     convert,
     ignored_reason,
 )
-from brook.config import BROKER_TOPIC_SYNONYMS, validate_topic_config
 
 log = logging.getLogger("brook.cli")
 

@@ -1,6 +1,6 @@
 """`brook broker`'s security settings, as Kafka names them: listeners, TLS, SASL (OAUTHBEARER's token
 validation among them), the authorizer, quotas, connection limits, and etcd's TLS and user; the values
-come typed and within their ranges (brook.broker.options) and are checked here against each other."""
+come typed and within their ranges (brook.settings.options) and are checked here against each other."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from brook.broker.settings import BrokerSettings
 from brook.cli_exit import fail
 from brook.metadata import EtcdAuth
 from brook.security.authorizer import AUTHORIZERS, AuthorizerSettings, parse_super_users
@@ -19,6 +18,7 @@ from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
 from brook.security.tls import TlsSettings
+from brook.settings.broker import BrokerSettings
 
 
 def listeners(a: SimpleNamespace) -> list[Listener]:

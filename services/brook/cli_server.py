@@ -22,8 +22,6 @@ from typing import Annotated, Any
 
 import typer
 
-from brook.broker.options import CONFIG, OPTIONS, RACK_AWARE_SELECTOR, Option
-from brook.broker.settings import BrokerSettings
 from brook.cli_config import ConfigError, in_pod, resolve
 from brook.cli_exit import fail
 from brook.cli_security import etcd_auth, security
@@ -34,6 +32,8 @@ from brook.groups.assignors import ASSIGNORS
 from brook.iceberg.ports import IcebergSettings
 from brook.metadata import EtcdAuthError, EtcdUnavailableError, MetadataError
 from brook.server.runner import run
+from brook.settings.broker import BrokerSettings
+from brook.settings.options import CONFIG, OPTIONS, RACK_AWARE_SELECTOR, Option
 from brook.transactions import TxnSettings
 
 PRECEDENCE = (
@@ -267,7 +267,7 @@ def broker(
 
 
 def _broker_signature() -> None:
-    """`brook broker`'s parameters, one per row of brook.broker.options.OPTIONS."""
+    """`brook broker`'s parameters, one per row of brook.settings.options.OPTIONS."""
     file_options = [
         inspect.Parameter(
             "config",

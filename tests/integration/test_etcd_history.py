@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 import pytest
 
 from brook.broker.controller import Controller
-from brook.broker.settings import BrokerSettings
 from brook.dev.etcd import EtcdProcess
 from brook.metadata import CompactedError, EtcdClient, EtcdMetadataStore
+from brook.settings.broker import BrokerSettings
 from tests.support.etcd import cluster_name, etcd_process, run
 
 

@@ -18,11 +18,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from brook.broker.broker import Broker
-from brook.broker.settings import BrokerSettings
 from brook.groups import GroupSettings
 from brook.observability import BrokerMetrics, MetricsServer
 from brook.server.listener import KafkaServer
 from brook.server.state_view import BrokerState
+from brook.settings.broker import BrokerSettings
 from tests.integration.test_clients import create_topic
 from tests.integration.test_metrics_prometheus import LoopThread
 from tests.support.ports import free_port

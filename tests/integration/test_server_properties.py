@@ -15,8 +15,8 @@ import pytest
 import trustme
 from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
-from brook.broker.options import BY_KAFKA, RACK_AWARE_SELECTOR
 from brook.config import BROKER_TOPIC_SYNONYMS
+from brook.settings.options import BY_KAFKA, RACK_AWARE_SELECTOR
 from tests.support.broker import BrokerProcess
 from tests.support.ports import free_port
 from tests.support.raw import RawClient

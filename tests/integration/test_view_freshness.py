@@ -19,9 +19,9 @@ import pytest
 
 from brook.broker.broker import Broker
 from brook.broker.cluster import ClusterNode
-from brook.broker.settings import BrokerSettings
 from brook.dev.etcd import EtcdProcess
 from brook.metadata.client import RawWatch
+from brook.settings.broker import BrokerSettings
 from tests.support.etcd import cluster_name, etcd_process, eventually, run
 from tests.support.ports import free_port
 

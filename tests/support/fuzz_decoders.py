@@ -27,7 +27,6 @@ import atheris
 
 with atheris.instrument_imports():
     from brook.broker.broker import Broker
-    from brook.broker.settings import BrokerSettings
     from brook.protocol import (
         CodecError,
         KafkaError,
@@ -38,6 +37,7 @@ with atheris.instrument_imports():
     from brook.protocol.messages import decode_request
     from brook.protocol.versions import ApiKey
     from brook.server.dispatch import CloseConnection, dispatch
+    from brook.settings.broker import BrokerSettings
 
 REFUSALS = (CodecError, KafkaError, CloseConnection)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from brook.broker.options import BY_DEST, Option
 from brook.cli_config import ConfigError, Resolved, read_properties, resolve
+from brook.settings.options import BY_DEST, Option
 
 
 def _resolve(

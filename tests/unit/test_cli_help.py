@@ -13,8 +13,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from brook.broker.options import OPTIONS
 from brook.cli import application
+from brook.settings.options import OPTIONS
 
 APP = application()
 
@@ -78,4 +78,4 @@ def test_a_client_command_does_not_import_the_broker() -> None:
 
     assert loaded("topic", "--help") == "[]"
     assert loaded("group", "list", "--help") == "[]"
-    assert "brook.broker.settings" in loaded("broker", "--help")
+    assert "brook.broker.broker" in loaded("broker", "--help")

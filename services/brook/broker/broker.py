@@ -22,6 +22,7 @@ from brook.security.authorizer import Authorizer
 from brook.security.connection_limits import raise_open_file_limit
 from brook.security.oauthbearer import TokenValidator
 from brook.security.quotas import ClientQuotas
+from brook.settings.broker import BrokerSettings
 from brook.share import ShareCoordinator
 from brook.transactions import TXN_STATE_TOPIC, TransactionCoordinator
 
@@ -32,7 +33,6 @@ from .internal_topics import InternalTopic
 from .log_dir_failure import LogDirFailureHandler
 from .partition_budget import partition_budget
 from .replica_manager import ReplicaManager
-from .settings import BrokerSettings
 from .share_offsets import ShareOffsets
 from .share_state import SHARE_STATE_TOPIC, ShareStateTopic, share_settings, share_timings
 from .single_node import SingleNodeMetadata

@@ -15,10 +15,10 @@ from typing import Any, NamedTuple, Protocol
 from brook.metadata import AclKey, Reassignment, ScramCredential
 from brook.observability import BrokerMetrics
 from brook.replication.replica import LeaderAndIsr
+from brook.settings.broker import BrokerSettings
 
 from .fetch_sessions import FetchSessionCache
 from .replica_manager import ReplicaManager
-from .settings import BrokerSettings
 from .topics import TopicMeta
 
 

@@ -28,9 +28,8 @@ from brook.metadata import (
     Reassignment,
     TopicRecord,
 )
+from brook.settings.broker import BrokerSettings
 from brook.tasks import cancel_and_wait
-
-from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,7 @@ from brook.protocol.errors import ErrorCode
 from brook.protocol.versions import ApiKey
 from brook.replication.peer import PeerConnection, PeerSecurity
 from brook.security.sasl_client import ClientCredentials, ClientExchange, client_context
-
-from .settings import BrokerSettings
+from brook.settings.broker import BrokerSettings
 
 _HANDSHAKE_VERSION, _AUTHENTICATE_VERSION = 1, 2
 

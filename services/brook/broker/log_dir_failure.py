@@ -32,12 +32,12 @@ from typing import Protocol
 from brook.groups.coordinator import OFFSETS_TOPIC
 from brook.log import LogDirHealth
 from brook.metadata import EtcdUnavailableError, MetadataError
+from brook.settings.broker import BrokerSettings
 from brook.tasks import cancel_and_wait
 from brook.transactions import TXN_STATE_TOPIC
 
 from .cluster_metadata import ClusterMetadata
 from .replica_manager import ReplicaManager
-from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 

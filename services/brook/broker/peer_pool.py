@@ -8,9 +8,9 @@ from typing import Protocol
 
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.replication.peer import PeerConnection
+from brook.settings.broker import BrokerSettings
 
 from .inter_broker import peer_security
-from .settings import BrokerSettings
 
 
 class PeerHost(Protocol):

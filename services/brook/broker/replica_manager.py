@@ -19,11 +19,11 @@ from brook.config import TopicConfig, validate_topic_config
 from brook.log import LogDirHealth, PartitionLog
 from brook.log.checkpoint import fsync_dir
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.settings.broker import BrokerSettings
 from brook.tasks import cancel_and_wait
 
 from .leader_fence import LeaderFence
 from .partition import Partition
-from .settings import BrokerSettings
 from .topics import TopicMeta, topic_name_error
 
 log = logging.getLogger(__name__)

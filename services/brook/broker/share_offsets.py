@@ -19,12 +19,12 @@ from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.versions import ApiKey
 from brook.replication.replica import LeaderAndIsr
+from brook.settings.broker import BrokerSettings
 from brook.share.coordinator import ShareCoordinator
 from brook.share.state_records import ShareKey
 
 from .peer_pool import PeerPool
 from .replica_manager import ReplicaManager
-from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 

@@ -26,6 +26,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.group_records import build_batch, iter_records
 from brook.protocol.versions import ApiKey
 from brook.replication.replica import LeaderAndIsr
+from brook.settings.broker import BrokerSettings
 from brook.share.partition import ShareSettings
 from brook.share.state_records import (
     ShareKey,
@@ -38,7 +39,6 @@ from brook.share.state_records import (
 
 from .internal_topics import InternalTopic
 from .peer_pool import PeerPool
-from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 

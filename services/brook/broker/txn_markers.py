@@ -14,10 +14,10 @@ from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.versions import ApiKey
 from brook.replication.replica import LeaderAndIsr
+from brook.settings.broker import BrokerSettings
 
 from .peer_pool import PeerPool
 from .replica_manager import ReplicaManager
-from .settings import BrokerSettings
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """DescribeConfigs, IncrementalAlterConfigs and AlterConfigs for topics, and a read-only view of the
-broker's own configs (BROKER, see brook.broker.broker_configs) and logger levels (BROKER_LOGGER)."""
+broker's own configs (BROKER, see brook.settings.described) and logger levels (BROKER_LOGGER)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from brook.broker.broker import Broker
-from brook.broker.broker_configs import broker_configs, logger_levels
 from brook.config import BROKER_TOPIC_SYNONYMS, TOPIC_CONFIGS, validate_topic_config
 from brook.protocol import messages
 from brook.protocol.config_types import ConfigResource, ConfigSource
@@ -15,6 +14,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
 from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
+from brook.settings.described import broker_configs, logger_levels
 
 from . import dynamic_configs
 from .authorized import Operation, ResourceType, require

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from brook.broker.broker import Broker
-from brook.broker.settings import BrokerSettings
 from brook.observability import MetricsServer
+from brook.settings.broker import BrokerSettings
 from brook.tasks import cancel_and_wait
 
 from . import schema_registry

@@ -8,9 +8,9 @@ import ssl
 from typing import TYPE_CHECKING
 
 from brook.broker.broker import Broker
-from brook.broker.settings import BrokerSettings
 from brook.security.acls import Operation, ResourceType
 from brook.security.listeners import Listener
+from brook.settings.broker import BrokerSettings
 
 from .listener import KafkaServer
 

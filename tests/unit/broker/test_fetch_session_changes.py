@@ -14,7 +14,6 @@ import pytest
 
 from brook.broker.broker import Broker
 from brook.broker.partition import Partition, PartitionRole
-from brook.broker.settings import BrokerSettings
 from brook.broker.topics import TopicMeta, new_topic_id
 from brook.handlers.context import Body
 from brook.handlers.fetch import handle_fetch
@@ -27,6 +26,7 @@ from brook.protocol.replica_fetch import (
 )
 from brook.protocol.versions import ApiKey
 from brook.replication.follower import LeaderFetcher, Throttle
+from brook.settings.broker import BrokerSettings
 from tests.support.records import batch
 from tests.unit.broker.conftest import Clock
 

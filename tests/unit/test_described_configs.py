@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from brook.broker.broker_configs import (
+from brook.protocol.config_types import ConfigSource
+from brook.settings.broker import BrokerSettings
+from brook.settings.described import (
     TYPES,
     BrokerConfigEntry,
     ConfigValue,
     broker_configs,
     logger_levels,
 )
-from brook.broker.settings import BrokerSettings
-from brook.protocol.config_types import ConfigSource
 
 SOURCE_DEFAULT, SOURCE_STATIC_BROKER = ConfigSource.DEFAULT_CONFIG, ConfigSource.STATIC_BROKER_CONFIG
 

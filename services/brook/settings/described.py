@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from brook.config import TOPIC_CONFIGS
 from brook.protocol.config_types import ConfigSource
 
+from .broker import BrokerSettings
 from .options import OPTIONS, Option
-from .settings import BrokerSettings
 
 # ConfigSource ids (DescribeConfigs v1+).
 # ConfigType ids (DescribeConfigs v3+).

@@ -1,5 +1,5 @@
 """One `brook broker` option: its flag and BROOK_* variable, type, default, help, the --help subject it is
-shown under, and the Kafka property it stands for (brook.broker.options has them all)."""
+shown under, and the Kafka property it stands for (brook.settings.options has them all)."""
 
 from __future__ import annotations
 
