@@ -145,6 +145,7 @@ def _broker_settings(a: SimpleNamespace) -> BrokerSettings:
             offsets_retention_minutes=a.offsets_retention_minutes,
             offsets_retention_check_interval_ms=a.offsets_retention_check_interval_ms,
             min_session_timeout_ms=a.group_min_session_timeout_ms,
+            classic_max_size=a.group_max_size,
             initial_rebalance_delay_ms=a.group_initial_rebalance_delay_ms,
             consumer_heartbeat_interval_ms=a.group_consumer_heartbeat_interval_ms,
             consumer_session_timeout_ms=a.group_consumer_session_timeout_ms,

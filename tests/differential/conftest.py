@@ -14,12 +14,16 @@ from tests.support.broker import BrokerProcess
 from tests.support.differential import Wire
 from tests.support.kafka_peer import STANDARD_AUTHORIZER, TEST_TIMINGS, KafkaPeer
 
+GROUP_MAX_SIZE = 3  # group.max.size: test_groups fills a classic group
 KAFKA_CONFIG = {
     **TEST_TIMINGS,
+    "group.max.size": str(GROUP_MAX_SIZE),
     "authorizer.class.name": STANDARD_AUTHORIZER,
     "allow.everyone.if.no.acl.found": "true",
 }
 BROOK_ARGS = [
+    "--group-max-size",
+    str(GROUP_MAX_SIZE),
     "--group-initial-rebalance-delay-ms",
     "0",
     "--offsets-topic-partitions",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from brook.protocol.versions import ApiKey
 from tests.support.cluster import eventually
 from tests.support.differential import Wire, agree, differences
 
+from .conftest import GROUP_MAX_SIZE
 from .test_records import led
 from .test_topics import create, topic
 
@@ -190,6 +192,69 @@ def test_join_refused(wires: tuple[Wire, Wire], groups_topic: str, request_: dic
     k, b = wires
     agree(k, b, ApiKey.JOIN_GROUP, 7, request_)
     agree(k, b, ApiKey.JOIN_GROUP, 7, {**request_, "member_id": "made-up"})
+
+
+def full_group(bootstrap: str, group: str, size: int) -> tuple[list[Wire], list[str], int]:
+    """`size` members in one generation over their own connections, joined one by one as clients do:
+    each newcomer's JoinGroup starts a rebalance, which the members rejoin once DescribeGroups shows
+    it; their ids and the generation."""
+    wires: list[Wire] = []
+    ids: list[str] = []
+    answers: list[Any] = []
+
+    def state() -> str:
+        d = watcher.send(ApiKey.DESCRIBE_GROUPS, 5, describe(group))
+        return d["groups"][0]["group_state"] if isinstance(d, dict) else ""
+
+    with ThreadPoolExecutor(size) as pool, Wire(bootstrap) as watcher:
+        for _ in range(size):
+            wires.append(Wire(bootstrap))
+            required = wires[-1].send(ApiKey.JOIN_GROUP, 7, join(group), normalize=False)
+            assert isinstance(required, dict)
+            ids.append(required["member_id"])
+            joining = [pool.submit(wires[-1].send, ApiKey.JOIN_GROUP, 7, join(group, ids[-1]))]
+            if len(ids) > 1:
+                eventually(lambda: state() == "PreparingRebalance", 10, "a rebalance")
+                joining += [
+                    pool.submit(w.send, ApiKey.JOIN_GROUP, 7, join(group, m))
+                    for w, m in zip(wires[:-1], ids[:-1], strict=True)
+                ]
+            answers = [f.result() for f in joining]
+            assert all(isinstance(a, dict) and a["error_code"] == "NONE(0)" for a in answers), answers
+    return wires, ids, answers[0]["generation_id"]
+
+
+def test_group_max_size(peers: tuple[str, str], groups_topic: str) -> None:
+    """group.max.size (GROUP_MAX_SIZE in conftest) members fill a classic group: a newcomer is
+    refused with GROUP_MAX_SIZE_REACHED and no member id, while the group completes its rebalance and
+    once it is Stable; its members still sync."""
+    g = "g-max"
+    for bootstrap in peers:
+        with Wire(bootstrap) as w:
+            coordinated(w, g)
+    members = [full_group(bootstrap, g, GROUP_MAX_SIZE) for bootstrap in peers]
+    try:
+        with Wire(peers[0]) as k, Wire(peers[1]) as b:
+            refused = agree(k, b, ApiKey.JOIN_GROUP, 7, join(g))
+            assert refused["error_code"] == "GROUP_MAX_SIZE_REACHED(81)" and refused["member_id"] == ""
+            sync = {
+                "group_id": g,
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "protocol_name": "range",
+                "assignments": [],
+            }
+            for ws, ids, generation in members:
+                requests = [{**sync, "generation_id": generation, "member_id": m} for m in ids]
+                with ThreadPoolExecutor(len(ws)) as pool:
+                    synced = list(pool.map(lambda w, r: w.send(ApiKey.SYNC_GROUP, 5, r), ws, requests))
+                assert all(isinstance(a, dict) and a["error_code"] == "NONE(0)" for a in synced), synced
+            agree(k, b, ApiKey.JOIN_GROUP, 7, join(g))
+            agree(k, b, ApiKey.DESCRIBE_GROUPS, 5, describe(g), ignore=["members"])
+    finally:
+        for ws, _, _ in members:
+            for w in ws:
+                w.close()
 
 
 def test_unknown_group_and_members(wires: tuple[Wire, Wire], groups_topic: str) -> None:

@@ -138,6 +138,7 @@ def every_supported_property(data: Path, port: int, tls: Path) -> dict[str, str]
         "group.consumer.heartbeat.interval.ms": "4000",
         "group.consumer.session.timeout.ms": "40000",
         "group.consumer.max.size": "100",
+        "group.max.size": "50",
         "group.consumer.assignors": "range,uniform",
         "group.consumer.migration.policy": "upgrade",
         "producer.id.expiration.ms": "3600000",

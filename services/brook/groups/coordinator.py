@@ -154,6 +154,9 @@ class GroupCoordinator(GroupMembership):
                             self._replay(key, value)
                     except Exception as e:  # a record we cannot read must not stop the coordinator
                         log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
+        for group in [g for gid, g in self._groups.items() if self.partition_for(gid) == partition]:
+            if len(group.members) > self.settings.classic_max_size:  # group.max.size lowered: as Kafka
+                self._prepare_rebalance(group, f"{len(group.members)} members over group.max.size")
         self.consumer.loaded([g for g in self.consumer.groups if self.partition_for(g) == partition])
         if self.share_groups is not None:
             share = self.share_groups.group_ids()

@@ -97,6 +97,19 @@ class Group:
     new_member_added: bool = False
     rebalance_timer: asyncio.TimerHandle | None = None
 
+    def accepts_joining(self, member_id: str, max_size: int) -> bool:
+        """Kafka's acceptJoiningMember (group.max.size): an empty group takes anyone; one preparing a
+        rebalance takes a member already waiting, or anyone while fewer than max_size wait (the group
+        may be above a lowered limit: the last to rejoin are refused); otherwise its members, or anyone
+        while it is smaller than max_size."""
+        if self.is_(GroupState.EMPTY, GroupState.DEAD):
+            return True
+        known = self.members.get(member_id)
+        if self.is_(GroupState.PREPARING_REBALANCE):
+            waiting = sum(1 for m in self.members.values() if m.awaiting_join)
+            return (known is not None and known.awaiting_join) or waiting < max_size
+        return known is not None or len(self.members) < max_size
+
     def transition(self, state: GroupState, now_ms: int) -> None:
         self.state = state
         self.state_timestamp = now_ms

@@ -182,6 +182,12 @@ class GroupMembership:
                 return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
             group = self._groups[group_id] = Group(group_id, state_timestamp=self.now_ms())
             self._persist_group(group)  # as Kafka: a new group's (empty) metadata is written at once
+        if not group.accepts_joining(member_id, s.classic_max_size):
+            group.pending_members.discard(member_id)
+            if member_id in group.members:  # it did not rejoin before the group filled up: it is out
+                self._remove_member(group, member_id)
+                self._try_complete_join(group)
+            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
         if group.state is GroupState.DEAD:
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
         if not group.supports(protocol_type, protocols):

@@ -53,11 +53,16 @@ def can_upgrade(group: Group, settings: GroupSettings) -> bool:
 
 
 def can_downgrade(group: ConsumerGroup, leaving: str, settings: GroupSettings) -> bool:
-    """Kafka's validateOnlineDowngradeWithFencedMembers: once `leaving` is gone, members remain and
-    all speak the classic protocol (it was the last consumer-protocol member, or a classic member of
-    a group a policy once kept from downgrading)."""
+    """Kafka's validateOnlineDowngradeWithFencedMembers: once `leaving` is gone, members remain, no
+    more than a classic group may hold (group.max.size), and all speak the classic protocol (it was the
+    last consumer-protocol member, or a classic member of a group a policy once kept from
+    downgrading)."""
     others = [m for mid, m in group.members.items() if mid != leaving]
-    return bool(others) and settings.downgrade_enabled and all(m.classic is not None for m in others)
+    return (
+        0 < len(others) <= settings.classic_max_size
+        and settings.downgrade_enabled
+        and all(m.classic is not None for m in others)
+    )
 
 
 def to_consumer(classic: Group, topics: Topics) -> ConsumerGroup:

@@ -17,6 +17,7 @@ class GroupSettings:
     max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
     initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
     offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    classic_max_size: int = 2**31 - 1  # group.max.size: most members in a classic group
     # The consumer group protocol (KIP-848): the broker owns sessions, heartbeats and assignors.
     consumer_heartbeat_interval_ms: int = 5_000  # group.consumer.heartbeat.interval.ms
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms

@@ -254,6 +254,7 @@ def static_configs(s: BrokerSettings) -> dict[str, str]:
         "offsets.retention.check.interval.ms": str(s.groups.offsets_retention_check_interval_ms),
         "group.initial.rebalance.delay.ms": str(s.groups.initial_rebalance_delay_ms),
         "group.min.session.timeout.ms": str(s.groups.min_session_timeout_ms),
+        "group.max.size": str(s.groups.classic_max_size),
         "transaction.state.log.num.partitions": str(s.transactions.state_log_partitions),
         "transaction.state.log.replication.factor": str(s.transactions.state_log_replication_factor),
         "transaction.max.timeout.ms": str(s.transactions.max_timeout_ms),

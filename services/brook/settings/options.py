@@ -276,6 +276,15 @@ OPTIONS: tuple[Option, ...] = (
         minimum=0,
     ),
     _O(
+        "--group-max-size",
+        "int",
+        _G.classic_max_size,
+        "most members in a classic group (JoinGroup); a consumer group above it stays one",
+        GROUPS,
+        "group.max.size",
+        minimum=1,
+    ),
+    _O(
         "--group-initial-rebalance-delay-ms",
         "int",
         _G.initial_rebalance_delay_ms,

@@ -29,12 +29,15 @@ class TopicsLog(MemoryOffsetsLog):
         return {"t": (TOPIC_ID, 4)}
 
 
-def coordinator(log: MemoryOffsetsLog | None = None, policy: str = "bidirectional") -> GroupCoordinator:
+def coordinator(
+    log: MemoryOffsetsLog | None = None, policy: str = "bidirectional", classic_max_size: int = 2**31 - 1
+) -> GroupCoordinator:
     settings = GroupSettings(
         offsets_topic_partitions=4,
         initial_rebalance_delay_ms=50,
         min_session_timeout_ms=10,
         consumer_migration_policy=policy,
+        classic_max_size=classic_max_size,
     )
     c = GroupCoordinator(log or TopicsLog(4), settings)
     for p in range(4):
@@ -125,6 +128,23 @@ def test_the_group_is_classic_again_when_its_last_consumer_member_leaves() -> No
         # The log says so too: a new coordinator reads a classic group, no consumer group.
         fresh = coordinator(log)
         assert G in fresh._groups and G not in fresh.consumer.groups
+
+    asyncio.run(run())
+
+
+def test_a_group_larger_than_a_classic_group_may_be_stays_a_consumer_group() -> None:
+    """Kafka's validateOnlineDowngradeWithFencedMembers: two classic members remain, group.max.size
+    is 1."""
+
+    async def run() -> None:
+        c = coordinator(classic_max_size=2)
+        await stable_classic_group(c)
+        c.settings.classic_max_size = 1  # lowered after the classic group formed (as a restart would)
+        await c.consumer_heartbeat(consumer_join("m"))
+        left = await c.consumer_heartbeat(Heartbeat(G, "m", -1))
+        assert left.error is ErrorCode.NONE
+        assert G in c.consumer.groups and G not in c._groups
+        assert set(c.consumer.groups[G].members) and "m" not in c.consumer.groups[G].members
 
     asyncio.run(run())
 
