@@ -11,23 +11,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping
 
 from brook.protocol.consumer_group_records import CONSUMER_RECORD_TYPES, record_type
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.group_records import (
     GroupKey,
-    GroupValue,
-    MemberValue,
     OffsetKey,
     OffsetValue,
     build_batch,
     decode_group_value,
     decode_key,
     decode_offset_value,
-    encode_group_value,
     encode_key,
     encode_offset_value,
     iter_batches,
@@ -41,44 +36,14 @@ from .classic_members import ClassicMembers
 from .commit_checks import split, txn_commits
 from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
 from .consumer_store import Record
-from .group import Group, GroupState, Member
+from .group import Group, GroupState, Member, group_record
 from .membership import GroupMembership
+from .ports import OffsetCommit, OffsetsLog, OtherGroups
 from .settings import OFFSETS_TOPIC, GroupSettings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "GroupSettings", "OffsetCommit", "OffsetsLog"]
-
-
-class OtherGroups(Protocol):
-    """Groups of another kind kept in the same partitions (share groups: share/group.py)."""
-
-    def replay(self, raw_key: bytes, raw_value: bytes | None) -> None: ...
-    def loaded(self, group_ids: Iterable[str]) -> None: ...
-    def group_ids(self) -> list[str]: ...
-    def drop(self, group_ids: Iterable[str]) -> None: ...
-
-
-class OffsetsLog(Protocol):
-    """What the coordinator needs from the broker: the `__consumer_offsets` partitions."""
-
-    async def ensure_topic(self, partitions: int, replication_factor: int) -> None: ...
-    def is_local_leader(self, partition: int) -> bool: ...
-    def topic_exists(self, topic: str) -> bool: ...
-    async def append(self, partition: int, batch: bytes) -> None: ...
-    def read_batches(self, partition: int) -> Iterator[bytes]: ...
-    def topic_partitions(self) -> Mapping[str, tuple[bytes, int]]:
-        """Every topic's id and partition count (consumer groups resolve subscriptions with it)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetCommit:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
+__all__ = ["OFFSETS_TOPIC", "GroupCoordinator", "GroupSettings"]
 
 
 class GroupCoordinator(GroupMembership):
@@ -600,35 +565,10 @@ class GroupCoordinator(GroupMembership):
                 log.exception("offset expiration failed")
 
     # -- persistence of group metadata -------------------------------------------------------------
-    def _group_record(self, group: Group) -> tuple[bytes, bytes | None]:
-        protocol = group.protocol
-        members = [
-            MemberValue(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.rebalance_timeout_ms,
-                m.session_timeout_ms,
-                m.metadata_for(protocol) if protocol else b"",
-                m.assignment,
-            )
-            for m in group.members.values()
-        ]
-        value = GroupValue(
-            group.protocol_type or "",
-            group.generation,
-            protocol,
-            group.leader,
-            group.state_timestamp,
-            members,
-        )
-        return encode_key(GroupKey(group.group_id)), encode_group_value(value)
-
     async def _persist_group_async(self, group: Group) -> None:
         try:
             await self._log.append(
-                self.partition_for(group.group_id), build_batch([self._group_record(group)], self.now_ms())
+                self.partition_for(group.group_id), build_batch([group_record(group)], self.now_ms())
             )
         except KafkaError as e:
             log.warning("group %s: could not persist its metadata: %s", group.group_id, e)

@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.protocol.group_records import GroupKey, GroupValue, MemberValue, encode_group_value, encode_key
 
 
 class GroupState(enum.Enum):
@@ -213,3 +214,30 @@ def _subscription_topics(meta: bytes) -> set[str]:
         out.add(meta[pos : pos + length].decode())
         pos += length
     return out
+
+
+def group_record(group: Group) -> tuple[bytes, bytes | None]:
+    """The group's metadata record in `__consumer_offsets` (Kafka's GroupMetadataValue)."""
+    protocol = group.protocol
+    members = [
+        MemberValue(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.rebalance_timeout_ms,
+            m.session_timeout_ms,
+            m.metadata_for(protocol) if protocol else b"",
+            m.assignment,
+        )
+        for m in group.members.values()
+    ]
+    value = GroupValue(
+        group.protocol_type or "",
+        group.generation,
+        protocol,
+        group.leader,
+        group.state_timestamp,
+        members,
+    )
+    return encode_key(GroupKey(group.group_id)), encode_group_value(value)

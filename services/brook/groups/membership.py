@@ -20,7 +20,7 @@ from .classic_members import ClassicMembers
 from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
 from .consumer_group import ConsumerGroup
 from .consumer_store import Record
-from .group import Group, GroupState, JoinResult, Member, StaticRejoin
+from .group import Group, GroupState, JoinResult, Member, StaticRejoin, group_record
 from .migration import can_downgrade, can_upgrade, to_classic, to_consumer
 from .settings import GroupSettings
 
@@ -53,9 +53,6 @@ class GroupMembership:
         raise NotImplementedError
 
     async def _write_records(self, group_id: str, records: list[Record]) -> ErrorCode:
-        raise NotImplementedError
-
-    def _group_record(self, group: Group) -> Record:
         raise NotImplementedError
 
     def _is_here(self, group_id: str) -> bool:
@@ -124,7 +121,7 @@ class GroupMembership:
         except (KafkaError, ValueError, KeyError) as e:  # no common protocol, unreadable metadata
             log.warning("group %s: stays a consumer group: %s", group.group_id, e)
             return None
-        records = [*self.consumer.store.tombstones(group), self._group_record(classic)]
+        records = [*self.consumer.store.tombstones(group), group_record(classic)]
         now = asyncio.get_running_loop().time()
         for m in classic.members.values():
             m.deadline = now + m.session_timeout_ms / 1000

@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from brook.broker.broker import Broker
-from brook.groups.coordinator import OffsetCommit
+from brook.groups.ports import OffsetCommit
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode
 from brook.protocol.frames import RequestHeader

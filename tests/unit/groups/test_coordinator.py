@@ -7,8 +7,9 @@ from collections.abc import Coroutine, Iterator
 from typing import Any
 
 from brook.groups.consumer_coordinator import Heartbeat
-from brook.groups.coordinator import GroupCoordinator, GroupSettings, OffsetCommit
+from brook.groups.coordinator import GroupCoordinator, GroupSettings
 from brook.groups.group import GroupState
+from brook.groups.ports import OffsetCommit
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.primitives import java_string_hash
 
