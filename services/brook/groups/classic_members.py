@@ -27,7 +27,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 
 from .consumer_coordinator import ConsumerGroups
 from .consumer_group import ConsumerGroup, ConsumerMember, MemberState
-from .group import JoinResult
+from .group import JoinRequest, JoinResult
 from .migration import ids_of, names_of
 
 log = logging.getLogger(__name__)
@@ -48,38 +48,30 @@ class ClassicMembers:
     def __init__(self, groups: ConsumerGroups) -> None:
         self._groups = groups
 
-    async def join(
-        self,
-        group: ConsumerGroup,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        client_id: str,
-        client_host: str,
-        require_known_member_id: bool,
-    ) -> JoinResult:
+    async def join(self, group: ConsumerGroup, req: JoinRequest) -> JoinResult:
         """Kafka's classicGroupJoinToConsumerGroup: answered at once, after its records are written."""
-        new_id = member_id or str(uuid.uuid4())
+        new_id = req.member_id or str(uuid.uuid4())
         # A static instance joining without a member id takes its old member's place.
-        replaces = not member_id and instance_id is not None and group.static_member(instance_id) is not None
+        replaces = (
+            not req.member_id
+            and req.group_instance_id is not None
+            and group.static_member(req.group_instance_id) is not None
+        )
         try:
-            sub = self._check_join(group, new_id, protocol_type, protocols)
-            if not member_id and instance_id is None and require_known_member_id:
+            sub = self._check_join(group, new_id, req.protocol_type, req.protocols)
+            if not req.member_id and req.group_instance_id is None and req.require_known_member_id:
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
-            member = self._joining(group, member_id, new_id, instance_id)
+            member = self._joining(group, req.member_id, new_id, req.group_instance_id)
         except KafkaError as e:
-            return JoinResult(e.code, member_id=member_id)
+            return JoinResult(e.code, member_id=req.member_id)
         bump = member.member_id not in group.members
         if bump:
             group.add(member)
-        bump |= _update(member, sub, rebalance_timeout_ms, client_id, client_host)
-        member.classic = ClassicMemberMetadata(session_timeout_ms, tuple(protocols))
+        bump |= _update(member, sub, req.rebalance_timeout_ms, req.client_id, req.client_host)
+        member.classic = ClassicMemberMetadata(req.session_timeout_ms, tuple(req.protocols))
         self._groups.advance(group, member, bump, ids_of(sub.owned, self._groups.topics()))
         now = self._groups.now()
-        member.session_deadline = now + session_timeout_ms / 1000
+        member.session_deadline = now + req.session_timeout_ms / 1000
         member.classic_deadline = now + member.rebalance_timeout_ms / 1000  # until its SyncGroup
         if replaces:
             # It may have replaced the last consumer-protocol member: then the group is classic again,
@@ -88,12 +80,12 @@ class ClassicMembers:
             self._groups.hand_over(group, "", rebalance=False)
         code = await self._groups.persist(group.group_id, [member.member_id])
         if code is not ErrorCode.NONE:
-            return JoinResult(code, member_id=member_id)
+            return JoinResult(code, member_id=req.member_id)
         return JoinResult(
             ErrorCode.NONE,
             generation=member.member_epoch,
             protocol_type=PROTOCOL_TYPE,
-            protocol=protocols[0][0],
+            protocol=req.protocols[0][0],
             member_id=member.member_id,
         )
 

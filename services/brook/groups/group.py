@@ -35,6 +35,23 @@ class StaticRejoin(enum.Enum):
     JOIN = "join"  # a rebalance is gathering members: wait for it like everyone else
 
 
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    """A JoinGroup as the coordinator takes it (the handler fills it from the request's version)."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    client_id: str
+    client_host: str
+    require_known_member_id: bool  # KIP-394, v4+
+    skip_assignment_supported: bool = False  # KIP-814, v9+
+
+
 @dataclass(slots=True)
 class JoinResult:
     error: ErrorCode

@@ -20,7 +20,7 @@ from .classic_members import ClassicMembers
 from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
 from .consumer_group import ConsumerGroup
 from .consumer_store import Record
-from .group import Group, GroupState, JoinResult, Member, StaticRejoin, group_record
+from .group import Group, GroupState, JoinRequest, JoinResult, Member, StaticRejoin, group_record
 from .migration import can_downgrade, can_upgrade, to_classic, to_consumer
 from .settings import GroupSettings
 
@@ -131,122 +131,100 @@ class GroupMembership:
         return records
 
     # -- membership --------------------------------------------------------------------------------
-    async def join(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str,
-        protocols: list[tuple[str, bytes]],
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        client_id: str,
-        client_host: str,
-        require_known_member_id: bool,
-        skip_assignment_supported: bool = False,
-    ) -> JoinResult:
+    async def join(self, req: JoinRequest) -> JoinResult:
         try:
-            self.check_coordinator(group_id)
+            self.check_coordinator(req.group_id)
         except KafkaError as e:
-            return JoinResult(e.code, member_id=member_id)
+            return JoinResult(e.code, member_id=req.member_id)
         s = self.settings
-        cg = self.consumer.groups.get(group_id)
+        cg = self.consumer.groups.get(req.group_id)
         if cg is not None and cg.members:
-            if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
-                return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
-            return await self.classic_members.join(
-                cg,
-                member_id,
-                group_instance_id,
-                protocol_type,
-                protocols,
-                session_timeout_ms,
-                rebalance_timeout_ms,
-                client_id,
-                client_host,
-                require_known_member_id,
-            )
-        code = await self._claim_for_classic(group_id)
+            if not s.min_session_timeout_ms <= req.session_timeout_ms <= s.max_session_timeout_ms:
+                return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
+            return await self.classic_members.join(cg, req)
+        code = await self._claim_for_classic(req.group_id)
         if code is not ErrorCode.NONE:
-            return JoinResult(code, member_id=member_id)
-        if not s.min_session_timeout_ms <= session_timeout_ms <= s.max_session_timeout_ms:
-            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id)
-        if rebalance_timeout_ms < 0:
-            rebalance_timeout_ms = session_timeout_ms
-        group = self._groups.get(group_id)
+            return JoinResult(code, member_id=req.member_id)
+        if not s.min_session_timeout_ms <= req.session_timeout_ms <= s.max_session_timeout_ms:
+            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
+        # A JoinGroup v0 has no rebalance timeout: the session timeout stands for it.
+        rebalance_timeout_ms = (
+            req.rebalance_timeout_ms if req.rebalance_timeout_ms >= 0 else req.session_timeout_ms
+        )
+        group = self._groups.get(req.group_id)
         if group is None:
-            if member_id:
-                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-            group = self._groups[group_id] = Group(group_id, state_timestamp=self.now_ms())
+            if req.member_id:
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
+            group = self._groups[req.group_id] = Group(req.group_id, state_timestamp=self.now_ms())
             self._persist_group(group)  # as Kafka: a new group's (empty) metadata is written at once
-        if not group.accepts_joining(member_id, s.classic_max_size):
-            group.pending_members.discard(member_id)
-            if member_id in group.members:  # it did not rejoin before the group filled up: it is out
-                self._remove_member(group, member_id)
+        if not group.accepts_joining(req.member_id, s.classic_max_size):
+            group.pending_members.discard(req.member_id)
+            if req.member_id in group.members:  # it did not rejoin before the group filled up: it is out
+                self._remove_member(group, req.member_id)
                 self._try_complete_join(group)
             return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id="")
         if group.state is GroupState.DEAD:
-            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=member_id)
-        if not group.supports(protocol_type, protocols):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id)
+            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id)
+        if not group.supports(req.protocol_type, req.protocols):
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
 
         def new_member(mid: str) -> Member:
             return Member(
                 mid,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
+                req.group_instance_id,
+                req.client_id,
+                req.client_host,
+                req.session_timeout_ms,
                 rebalance_timeout_ms,
-                protocol_type,
-                protocols,
+                req.protocol_type,
+                req.protocols,
             )
 
-        if not member_id:
-            new_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if group_instance_id is not None:
-                old_id = group.static_members.get(group_instance_id)
+        if not req.member_id:
+            new_id = f"{req.client_id or 'member'}-{uuid.uuid4()}"
+            if req.group_instance_id is not None:
+                old_id = group.static_members.get(req.group_instance_id)
                 if old_id is not None and old_id in group.members:
                     return await self._static_member_rejoin(
-                        group, old_id, new_member(new_id), skip_assignment_supported
+                        group, old_id, new_member(new_id), req.skip_assignment_supported
                     )
                 return await self._add_member_and_rebalance(group, new_member(new_id))
-            if require_known_member_id:
+            if req.require_known_member_id:
                 # KIP-394: hand out an id and let the client come back with it.
                 group.pending_members.add(new_id)
                 asyncio.get_running_loop().call_later(
-                    session_timeout_ms / 1000, self._expire_pending, group, new_id
+                    req.session_timeout_ms / 1000, self._expire_pending, group, new_id
                 )
                 return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id)
-            return await self._add_member_and_rebalance(group, new_member(member_id or new_id))
+            return await self._add_member_and_rebalance(group, new_member(req.member_id or new_id))
 
-        if member_id in group.pending_members:
-            group.pending_members.discard(member_id)
-            return await self._add_member_and_rebalance(group, new_member(member_id))
-        if group_instance_id is not None:
-            known = group.static_members.get(group_instance_id)
-            if known is not None and known != member_id:
+        if req.member_id in group.pending_members:
+            group.pending_members.discard(req.member_id)
+            return await self._add_member_and_rebalance(group, new_member(req.member_id))
+        if req.group_instance_id is not None:
+            known = group.static_members.get(req.group_instance_id)
+            if known is not None and known != req.member_id:
                 # A newer incarnation of this instance holds its place: this one must shut down.
-                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=member_id)
+                return JoinResult(ErrorCode.FENCED_INSTANCE_ID, member_id=req.member_id)
             if known is None:
-                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-        member = group.members.get(member_id)
+                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
+        member = group.members.get(req.member_id)
         if member is None:
-            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=member_id)
-        changed = member.protocols != protocols
-        member.protocols = protocols
-        member.session_timeout_ms = session_timeout_ms
+            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id=req.member_id)
+        changed = member.protocols != req.protocols
+        member.protocols = req.protocols
+        member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = rebalance_timeout_ms
         if not changed and (
             group.is_(GroupState.COMPLETING_REBALANCE)
-            or (group.is_(GroupState.STABLE) and member_id != group.leader)
+            or (group.is_(GroupState.STABLE) and req.member_id != group.leader)
         ):
             # Nothing new (e.g. a lost JoinGroup response): the current generation again, as Kafka.
             # A Stable group's leader rejoining means it wants a rebalance (e.g. topic metadata).
             self._touch(member)
             return self._join_result(group, member)
         if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE, GroupState.EMPTY):
-            self._prepare_rebalance(group, f"member {member_id} rejoined")
+            self._prepare_rebalance(group, f"member {req.member_id} rejoined")
         return await self._await_join(group, member)
 
     async def _add_member_and_rebalance(self, group: Group, member: Member) -> JoinResult:

@@ -6,7 +6,7 @@ from typing import Any
 
 from brook.broker.broker import Broker
 from brook.groups.coordinator import OFFSETS_TOPIC
-from brook.groups.group import GroupState
+from brook.groups.group import GroupState, JoinRequest
 from brook.protocol import messages
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.frames import RequestHeader
@@ -88,7 +88,7 @@ async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
     req = decode_request(ApiKey.JOIN_GROUP, v, hdr.body)
     if not allowed(broker, Operation.READ, ResourceType.GROUP, req.group_id):
         return _group_denied(ApiKey.JOIN_GROUP, v)
-    result = await broker.groups.join(
+    joining = JoinRequest(
         req.group_id,
         req.member_id,
         req.group_instance_id,
@@ -101,6 +101,7 @@ async def handle_join_group(broker: Broker, hdr: RequestHeader) -> Body | None:
         require_known_member_id=v >= 4,
         skip_assignment_supported=v >= 9,
     )
+    result = await broker.groups.join(joining)
     return messages.encode_response(
         ApiKey.JOIN_GROUP,
         v,

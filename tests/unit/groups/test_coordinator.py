@@ -8,7 +8,7 @@ from typing import Any
 
 from brook.groups.consumer_coordinator import Heartbeat
 from brook.groups.coordinator import GroupCoordinator, GroupSettings
-from brook.groups.group import GroupState
+from brook.groups.group import GroupState, JoinRequest
 from brook.groups.ports import OffsetCommit
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.protocol.primitives import java_string_hash
@@ -70,16 +70,18 @@ async def join(
 ) -> tuple[str, int, ErrorCode]:
     """A JoinGroup, with the same session and rebalance timeout; KIP-394 only when required."""
     r = await c.join(
-        group,
-        member,
-        instance,
-        "consumer",
-        protocols or [("range", b"\x00\x00\x00\x00\x00\x00")],
-        timeout_ms,
-        timeout_ms,
-        "client",
-        "/127.0.0.1",
-        require_known_member_id=require_known_member_id,
+        JoinRequest(
+            group,
+            member,
+            instance,
+            "consumer",
+            protocols or [("range", b"\x00\x00\x00\x00\x00\x00")],
+            timeout_ms,
+            timeout_ms,
+            "client",
+            "/127.0.0.1",
+            require_known_member_id=require_known_member_id,
+        )
     )
     return r.member_id, r.generation, r.error
 
@@ -253,10 +255,10 @@ def test_delete_groups_sees_an_expired_session_at_once() -> None:
     async def run() -> None:
         log = MemoryOffsetsLog(4)
         c = coordinator(log)  # not started: no expiry loop runs
-        r = await c.join(
+        r = await c.join(JoinRequest(
             "gone", "", "instance-1", "consumer", [("range", b"")], 50, 50, "client", "/127.0.0.1",
             require_known_member_id=False,
-        )  # fmt: skip
+        ))  # fmt: skip
         await c.sync("gone", r.generation, r.member_id, "instance-1", None, None, {r.member_id: b"A"})
         await c.commit_offsets(
             "gone", r.generation, r.member_id, "instance-1", [OffsetCommit("t", 0, 5, -1, "")],

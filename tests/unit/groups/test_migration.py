@@ -8,7 +8,7 @@ import asyncio
 
 from brook.groups.consumer_coordinator import Heartbeat
 from brook.groups.coordinator import GroupCoordinator, GroupSettings
-from brook.groups.group import GroupState, JoinResult
+from brook.groups.group import GroupState, JoinRequest, JoinResult
 from brook.protocol.consumer_protocol import (
     Assignment,
     Subscription,
@@ -50,7 +50,9 @@ def protocols(owned: dict[str, list[int]] | None = None) -> list[tuple[str, byte
 
 
 async def classic_join(c: GroupCoordinator, member: str = "") -> JoinResult:
-    return await c.join(G, member, None, "consumer", protocols(), 10_000, 10_000, "classic", "/h", False)
+    return await c.join(
+        JoinRequest(G, member, None, "consumer", protocols(), 10_000, 10_000, "classic", "/h", False)
+    )
 
 
 async def stable_classic_group(c: GroupCoordinator) -> tuple[str, str, int]:
@@ -189,7 +191,9 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_t
         group = c.consumer.groups[G]
         held_by_s = group.target["s"]
         assert held_by_s  # the uniform assignor gave the static member a share
-        r = await c.join(G, "", "i1", "consumer", protocols(), 10_000, 10_000, "classic", "/h", True)
+        r = await c.join(
+            JoinRequest(G, "", "i1", "consumer", protocols(), 10_000, 10_000, "classic", "/h", True)
+        )
         assert r.error is ErrorCode.NONE and r.member_id != "s"
         assert G not in c.consumer.groups
         classic = c._groups[G]

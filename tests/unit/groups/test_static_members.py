@@ -9,7 +9,7 @@ import struct
 from collections.abc import Awaitable, Callable, Sequence
 
 from brook.groups.coordinator import GroupCoordinator
-from brook.groups.group import Group, GroupState, JoinResult, Member, StaticRejoin
+from brook.groups.group import Group, GroupState, JoinRequest, JoinResult, Member, StaticRejoin
 from brook.protocol.errors import ErrorCode
 from tests.unit.groups.test_coordinator import coordinator
 
@@ -43,17 +43,19 @@ async def join(
     v9: bool = False,
 ) -> JoinResult:
     return await c.join(
-        G,
-        member,
-        instance,
-        "consumer",
-        [("range", meta)],
-        10_000,
-        10_000,
-        "client",
-        "/127.0.0.1",
-        require_known_member_id=False,
-        skip_assignment_supported=v9,
+        JoinRequest(
+            G,
+            member,
+            instance,
+            "consumer",
+            [("range", meta)],
+            10_000,
+            10_000,
+            "client",
+            "/127.0.0.1",
+            require_known_member_id=False,
+            skip_assignment_supported=v9,
+        )
     )
 
 
