@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from brook.log.batch_scan import iter_batches
+from brook.log.batch_scan import index_entries, iter_batches
 from brook.log.file_slice import SegmentFile
 from brook.log.index import OffsetIndex, TimeIndex
 from brook.log.records import RecordError, record_timestamps
@@ -142,16 +142,13 @@ class Segment:
         self.bytes_since_index_entry = 0
         expected = self.base_offset
         valid_end = 0
-        for pos, h in iter_batches(self.fd, 0, self.size, verify_crc=recover):
-            if (
-                h.base_offset < expected
-                or h.last_offset_delta < 0
-                or h.last_offset - self.base_offset > MAX_RELATIVE_OFFSET
-            ):
+        highest = self.base_offset + MAX_RELATIVE_OFFSET
+        for pos, base, last, size, max_ts in index_entries(self.fd, 0, self.size, verify_crc=recover):
+            if base < expected or last < base or last > highest:
                 break
-            self._index_batch(pos, h.base_offset, h.size, h.max_timestamp, index_interval_bytes)
-            expected = h.last_offset + 1
-            valid_end = pos + h.size
+            self._index_batch(pos, base, size, max_ts, index_interval_bytes)
+            expected = last + 1
+            valid_end = pos + size
         self.next_offset = expected
         self._tail_known = True
         if recover and valid_end < self.size:
