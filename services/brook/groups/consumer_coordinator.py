@@ -37,6 +37,10 @@ from .settings import GroupSettings
 
 log = logging.getLogger(__name__)
 
+# Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS and group.consumer.regex.refresh.interval.ms's default.
+REGEX_REFRESH_MIN_INTERVAL_S = 10.0
+REGEX_REFRESH_INTERVAL_S = 600.0
+
 __all__ = ["ConsumerGroups", "Heartbeat", "HeartbeatResult"]
 
 # topic name -> (topic id, partition count)
@@ -146,7 +150,7 @@ class ConsumerGroups:
                 if m.state is MemberState.UNREVOKED_PARTITIONS:
                     m.rebalance_deadline = now + m.rebalance_timeout_ms / 1000
             group.assignor = self._assignor_of(group)
-            self._resolve(group, topics, known=False)
+            self._refresh_regexes(group, topics)
             metadata = self._subscription_metadata(group, topics)
             if metadata_hash(metadata) == self.store.loaded_hash.get(gid):
                 group.subscription_metadata = metadata
@@ -349,9 +353,8 @@ class ConsumerGroups:
         assignment when the epoch is ahead of it, and one reconciliation step for the member.
         Returns whether the member's assigned partitions changed."""
         topics = self._topics()
-        self._resolve(group, topics, known=True)
         metadata = self._subscription_metadata(group, topics)
-        self._resolve(group, topics, known=False)
+        self._refresh_regexes(group, topics)
         if bump or metadata != group.subscription_metadata:
             group.subscription_metadata = metadata
             group.group_epoch += 1
@@ -384,23 +387,34 @@ class ConsumerGroups:
             member.server_assignor = hb.server_assignor
         return changed
 
-    @staticmethod
-    def _resolve(group: ConsumerGroup, topics: Mapping[str, tuple[bytes, int]], known: bool) -> None:
-        """Match the members' regexes against the topics: those already resolved (`known`: so new
-        topics are seen), or the new ones (used from the next heartbeat on, as Kafka does)."""
+    def _refresh_regexes(self, group: ConsumerGroup, topics: Mapping[str, tuple[bytes, int]]) -> None:
+        """Kafka's maybeUpdateRegularExpressions: the group's regexes are matched against the topics
+        (whole names, internal topics never) at most every 10 s, when one is not resolved yet, a topic
+        appeared since, or the last match is 10 minutes old; what they match counts from the next
+        heartbeat on. Topics created within seconds of each other so reach the members in one
+        assignment (librdkafka's 0113 n_wildcard expects it)."""
         regexes = {m.subscribed_regex for m in group.members.values() if m.subscribed_regex}
-        for regex in regexes:
-            if (regex in group.regex_topics) == known:
-                # Internal topics are never matched.
-                pattern = compile_regex(regex)
-                matched = frozenset(t for t in topics if not t.startswith("__") and pattern.fullmatch(t))
-                if group.regex_topics.get(regex) != matched or regex not in group.regex_resolved_ms:
-                    # What the log's ConsumerGroupRegularExpression record holds, and since when.
-                    group.regex_resolved_ms[regex] = int(time.time() * 1000)
-                group.regex_topics[regex] = matched
         for regex in set(group.regex_topics) - regexes:
             del group.regex_topics[regex]
             group.regex_resolved_ms.pop(regex, None)
+        now = self._clock()
+        if not regexes or now <= group.regex_refreshed_at + REGEX_REFRESH_MIN_INTERVAL_S:
+            return
+        names = frozenset(t for t in topics if not t.startswith("__"))
+        if (
+            regexes <= group.regex_topics.keys()
+            and names <= group.regex_topic_names
+            and now <= group.regex_refreshed_at + REGEX_REFRESH_INTERVAL_S
+        ):
+            return
+        for regex in regexes:
+            pattern = compile_regex(regex)
+            matched = frozenset(t for t in names if pattern.fullmatch(t))
+            if group.regex_topics.get(regex) != matched or regex not in group.regex_resolved_ms:
+                # What the log's ConsumerGroupRegularExpression record holds, and since when.
+                group.regex_resolved_ms[regex] = int(time.time() * 1000)
+            group.regex_topics[regex] = matched
+        group.regex_refreshed_at, group.regex_topic_names = now, names
 
     @staticmethod
     def _subscribed(

@@ -9,6 +9,7 @@ partition is therefore never owned by two members at once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -99,10 +100,12 @@ class ConsumerGroup:
     # Topic name -> (id, partitions) of the subscribed topics, as of the last epoch bump.
     subscription_metadata: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     assignor: str = "uniform"
-    # Regex -> the topic names it matched when last resolved (a new regex is resolved after the
-    # heartbeat that brought it, as Kafka resolves regexes asynchronously).
+    # Regex -> the topic names it matched when last resolved (used from the heartbeat after the one
+    # that resolved it, as Kafka resolves regexes asynchronously).
     regex_topics: dict[str, frozenset[str]] = field(default_factory=dict)
     regex_resolved_ms: dict[str, int] = field(default_factory=dict)  # when each last matched anew
+    regex_refreshed_at: float = -math.inf  # the coordinator's clock at the last resolution
+    regex_topic_names: frozenset[str] = frozenset()  # the topics that resolution saw
 
     @property
     def state(self) -> str:

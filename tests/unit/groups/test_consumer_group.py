@@ -15,6 +15,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 
 T1 = b"\x01" * 16
 T2 = b"\x02" * 16
+T3 = b"\x03" * 16
 
 
 class Clock:
@@ -172,17 +173,27 @@ def test_an_older_epoch_commits_the_partitions_held_since_then() -> None:
     assert "older than assignment epoch" in e.value.message
 
 
-def test_regex_subscription_follows_new_topics() -> None:
-    c, _ = coordinator()
+def test_regex_subscription_follows_new_topics_at_most_every_10_seconds() -> None:
+    """As Kafka's REGEX_BATCH_REFRESH_MIN_INTERVAL_MS: topics created one after another within 10 s
+    of the last resolution reach the member in one assignment."""
+    c, clock = coordinator()
     topics = {"t1": (T1, 4)}
     c._topics = lambda: topics
     a = join(c, "A", subscribed_topic_names=None, subscribed_topic_regex="t.*")
     assert a.assignment == {}  # a new regex is resolved after the heartbeat that brought it
     a2 = hb(c, "A", a.member_epoch, owned={})
     assert a2.assignment == {T1: {0, 1, 2, 3}}
-    topics["t2"] = (T2, 2)  # created later: the next heartbeat resolves the regex again
+    topics["t2"] = (T2, 2)  # created later
+    clock.now += 5
     a3 = hb(c, "A", a2.member_epoch, owned=a2.assignment)
-    assert a3.assignment == {T1: {0, 1, 2, 3}, T2: {0, 1}}
+    topics["t3"] = (T3, 1)
+    clock.now += 4.9
+    a4 = hb(c, "A", a3.member_epoch, owned=a2.assignment)
+    assert a3.assignment is None and a4.assignment is None  # 9.9 s: not matched again yet
+    clock.now += 0.2
+    hb(c, "A", a4.member_epoch, owned=a2.assignment)  # matched again here, used from the next one
+    a5 = hb(c, "A", a4.member_epoch, owned=a2.assignment)
+    assert a5.assignment == {T1: {0, 1, 2, 3}, T2: {0, 1}, T3: {0}}
 
 
 def test_uniform_is_balanced_and_sticky() -> None:
