@@ -169,6 +169,9 @@ class EtcdClient:
             auth = EtcdAuth(auth.cacert, auth.cert, auth.key, auth.user, auth.password, tls=True)
         self.auth = auth
         self._clients: list[Any] = [None] * len(self._endpoints)
+        # Lease refreshes go over a channel of their own, which reset_keepalive() replaces when a
+        # refresh gets no answer: that cannot break the watches of the main one.
+        self._keepalive_clients: list[Any] = [None] * len(self._endpoints)
         self._current = 0
         self._timeout = timeout
         self.retry_for = retry_for
@@ -188,30 +191,45 @@ class EtcdClient:
         return self._timeout
 
     def _aetcd(self) -> Any:
+        return self._made(self._clients)
+
+    def _keepalive_aetcd(self) -> Any:
+        return self._made(self._keepalive_clients)
+
+    def _made(self, clients: list[Any]) -> Any:
         if self._closed:
             raise MetadataError("the etcd client is closed")
         i = self._current
-        if self._clients[i] is None:
+        if clients[i] is None:
             host, port = self._endpoints[i]
-            self._clients[i] = SecureAetcdClient(
+            clients[i] = SecureAetcdClient(
                 auth=self.auth, host=host, port=port, timeout=self._timeout, options=_CHANNEL_OPTIONS
             )
-        return self._clients[i]
+        return clients[i]
 
-    async def _drop(self, client: Any) -> None:
-        """Forget a client whose auth token etcd no longer knows (etcd restarted): the next call
-        connects and authenticates again."""
-        for i, c in enumerate(self._clients):
-            if c is client:
-                self._clients[i] = None
-                log.info("etcd: auth token no longer valid, authenticating again")
-                try:
-                    await c.close()
-                except Exception as e:  # the old channel may be broken already
-                    log.debug("etcd: close: %r", e)
+    async def _drop(self, client: Any, why: str = "auth token no longer valid, authenticating again") -> None:
+        """Forget a client (its auth token etcd no longer knows, after a restart; or its channel
+        stopped answering): the next call connects and authenticates again."""
+        for clients in (self._clients, self._keepalive_clients):
+            for i, c in enumerate(clients):
+                if c is client:
+                    clients[i] = None
+                    log.info("etcd: %s", why)
+                    try:
+                        await c.close()
+                    except Exception as e:  # the old channel may be broken already
+                        log.debug("etcd: close: %r", e)
+
+    async def reset_keepalive(self) -> None:
+        """A lease refresh got no answer: the next one goes over a new channel. (A soak once saw one
+        broker's refreshes fail for 40 minutes after an etcd restart while its other calls worked.)"""
+        client = self._keepalive_clients[self._current]
+        if client is not None:
+            await self._drop(client, "a lease refresh got no answer: refreshing over a new channel")
 
     def _failover(self, failed: Any) -> None:
-        if len(self._endpoints) > 1 and self._clients[self._current] is failed:
+        current = (self._clients[self._current], self._keepalive_clients[self._current])
+        if len(self._endpoints) > 1 and any(c is failed for c in current):
             self._current = (self._current + 1) % len(self._endpoints)
             log.warning("etcd: connection failed, trying %s", self.endpoint)
 
@@ -223,13 +241,14 @@ class EtcdClient:
 
     async def close(self) -> None:
         self._closed = True
-        for i, c in enumerate(self._clients):
-            if c is not None:
-                self._clients[i] = None
-                try:
-                    await c.close()
-                except Exception as e:  # closing must not fail
-                    log.debug("etcd: close: %r", e)
+        for clients in (self._clients, self._keepalive_clients):
+            for i, c in enumerate(clients):
+                if c is not None:
+                    clients[i] = None
+                    try:
+                        await c.close()
+                    except Exception as e:  # closing must not fail
+                        log.debug("etcd: close: %r", e)
 
     async def __aenter__(self) -> EtcdClient:
         return self
@@ -237,12 +256,12 @@ class EtcdClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _run(self, call: Callable[[Any], Awaitable[T]], *, retry: bool) -> T:
+    async def _run(self, call: Callable[[Any], Awaitable[T]], *, retry: bool, keepalive: bool = False) -> T:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_for
         delay = 0.05
         while True:
-            client = self._aetcd()
+            client = self._keepalive_aetcd() if keepalive else self._aetcd()
             try:
                 return await call(client)
             except Exception as e:
@@ -397,7 +416,7 @@ class EtcdClient:
                 raise aetcd.ConnectionFailedError("lease keep-alive stream ended without an answer")
             return int(reply.TTL)
 
-        return await self._run(call, retry=retry)
+        return await self._run(call, retry=retry, keepalive=True)
 
     async def revoke_lease(self, lease_id: int) -> bool:
         """Revoke now: its keys are deleted at once. False when etcd did not have it anymore."""

@@ -29,6 +29,7 @@ class KeptLease:
         self.lost_reason = ""
         self._alive_until = granted_at + ttl
         self._task: asyncio.Task[None] | None = None
+        self._last_error = "none"
 
     @classmethod
     async def grant(cls, client: EtcdClient, ttl: int) -> KeptLease:
@@ -66,17 +67,21 @@ class KeptLease:
             await asyncio.sleep(pause)
             sent = loop.time()
             if sent >= self._alive_until:
-                self._mark_lost(f"not refreshed within its {self.ttl}s TTL")
+                self._mark_lost(f"not refreshed within its {self.ttl}s TTL (last try: {self._last_error})")
                 return
             try:
                 # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a stop's cancel.
-                async with asyncio.timeout(self._alive_until - sent):
+                # One attempt waits an interval at most, so a stuck one leaves time for another.
+                async with asyncio.timeout(min(self._alive_until - sent, interval)):
                     remaining = await self._client.refresh_lease(self.id)
             except (MetadataError, TimeoutError) as e:
                 if self._client.closed:
                     self._mark_lost("the etcd client is closed")
                     return
                 log.debug("etcd lease %x: refresh failed: %r", self.id, e)
+                self._last_error = repr(e) if str(e) else type(e).__name__
+                if isinstance(e, TimeoutError):  # no answer at all: not a refused connection
+                    await self._client.reset_keepalive()
                 pause = min(retry, max(self._alive_until - loop.time(), 0.0))
                 continue
             if remaining <= 0:
