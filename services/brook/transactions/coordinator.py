@@ -180,7 +180,15 @@ class TransactionCoordinator:
 
     # -- persistence ---------------------------------------------------------------------------------
     async def _write(self, current: TxnMetadata | None, new: TxnMetadata) -> TxnMetadata:
-        """Append the new state (acks=all), then make it current; CONCURRENT_TRANSACTIONS meanwhile."""
+        """Append the new state (acks=all), then make it current; CONCURRENT_TRANSACTIONS meanwhile.
+        The write runs to its end when the request goes away (its connection closed and its task was
+        cancelled): cut short, the entry stayed pending, refusing every producer of the id and never
+        expiring, until the partition moved (a writer killed during an AddPartitionsToTxn)."""
+        write = asyncio.ensure_future(self._append_state(current, new))
+        write.add_done_callback(_retrieve)
+        return await asyncio.shield(write)
+
+    async def _append_state(self, current: TxnMetadata | None, new: TxnMetadata) -> TxnMetadata:
         if current is not None:
             current.pending = True
         value = TxnLogValue(
@@ -410,6 +418,12 @@ class TransactionCoordinator:
 
     def list(self) -> list[TxnMetadata]:
         return [m for t, m in sorted(self._txns.items()) if self.partition_for(t) in self._loaded]
+
+
+def _retrieve(task: asyncio.Future[TxnMetadata]) -> None:
+    """A shielded write whose request went away: its outcome is nobody's to read (no warning)."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _from_value(tid: str, v: TxnLogValue) -> TxnMetadata:

@@ -94,3 +94,33 @@ def test_loaded_again_at_a_new_epoch_replays_the_log() -> None:
         assert meta.state is TxnState.EMPTY and meta.producer_epoch == bumped
 
     asyncio.run(run())
+
+
+def test_a_write_whose_request_went_away_still_completes() -> None:
+    """A producer killed during AddPartitionsToTxn: its connection closes and the request's task is
+    cancelled while the state write waits for acks=all. The write must still land, so the next
+    producer of the id aborts the transaction instead of being told CONCURRENT_TRANSACTIONS for ever."""
+
+    async def run() -> None:
+        log = StateLog()
+        c = coordinator(log)
+        pid, epoch = await c.init_producer_id("t1", 60_000)
+        log.hold = asyncio.Event()
+        add = asyncio.create_task(c.add_partitions("t1", pid, epoch, [("events", 0)]))
+        await asyncio.sleep(0.01)
+        add.cancel()  # the connection of the killed producer closed
+        with pytest.raises(asyncio.CancelledError):
+            await add
+        log.hold.set()  # the followers acknowledge the write
+        await asyncio.sleep(0.01)
+        log.hold = None
+        meta = c.describe("t1")
+        assert meta.state is TxnState.ONGOING and not meta.pending
+        written = len(log.batches)
+        with pytest.raises(KafkaError) as e:  # the next producer: its transaction is aborted first
+            await c.init_producer_id("t1", 60_000)
+        assert e.value.code == ErrorCode.CONCURRENT_TRANSACTIONS
+        assert len(log.batches) > written
+        assert c.describe("t1").producer_epoch == epoch + 1
+
+    asyncio.run(run())
