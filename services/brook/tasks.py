@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 async def cancel_and_wait(*tasks: asyncio.Task[Any] | None) -> None:
@@ -41,3 +43,18 @@ def raise_if_cancelling() -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError
+
+
+async def run_to_end(coro: Coroutine[Any, Any, T]) -> T:
+    """Await `coro` in a task of its own that the caller's cancellation does not stop: a coordinator's
+    state write must finish, and its in-memory state follow the log, whatever became of the request
+    that began it (its connection closed and the request's task was cancelled)."""
+    task = asyncio.ensure_future(coro)
+    task.add_done_callback(_retrieve)
+    return await asyncio.shield(task)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """The outcome of a write whose request went away is nobody's to read: no warning for it."""
+    if not task.cancelled():
+        task.exception()

@@ -30,7 +30,7 @@ from brook.protocol.group_records import (
 from brook.protocol.primitives import java_string_hash
 from brook.protocol.share_group_records import SHARE_RECORD_TYPES
 from brook.protocol.txn_records import CONTROL_COMMIT
-from brook.tasks import cancel_and_wait
+from brook.tasks import cancel_and_wait, run_to_end
 
 from .classic_members import ClassicMembers
 from .commit_checks import split, txn_commits
@@ -322,8 +322,13 @@ class GroupCoordinator(GroupMembership):
     ) -> dict[tuple[str, int], ErrorCode]:
         now = self.now_ms()
         results, records, values = self._offset_records(group_id, commits, topic_exists, now)
-        if records and await self._append_offsets(group_id, build_batch(records, now), values, results):
-            self._offsets.setdefault(group_id, {}).update(values)
+
+        async def write() -> None:
+            if await self._append_offsets(group_id, build_batch(records, now), values, results):
+                self._offsets.setdefault(group_id, {}).update(values)
+
+        if records:
+            await run_to_end(write())  # what the log holds is what is committed, asked or not
         return results
 
     async def _append_offsets(

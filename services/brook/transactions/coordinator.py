@@ -28,7 +28,7 @@ from brook.protocol.txn_records import (
     encode_txn_key,
     encode_txn_value,
 )
-from brook.tasks import cancel_and_wait
+from brook.tasks import cancel_and_wait, run_to_end
 
 from . import state as sm
 from .state import Partition, TxnMetadata, TxnState
@@ -184,9 +184,7 @@ class TransactionCoordinator:
         The write runs to its end when the request goes away (its connection closed and its task was
         cancelled): cut short, the entry stayed pending, refusing every producer of the id and never
         expiring, until the partition moved (a writer killed during an AddPartitionsToTxn)."""
-        write = asyncio.ensure_future(self._append_state(current, new))
-        write.add_done_callback(_retrieve)
-        return await asyncio.shield(write)
+        return await run_to_end(self._append_state(current, new))
 
     async def _append_state(self, current: TxnMetadata | None, new: TxnMetadata) -> TxnMetadata:
         if current is not None:
@@ -418,12 +416,6 @@ class TransactionCoordinator:
 
     def list(self) -> list[TxnMetadata]:
         return [m for t, m in sorted(self._txns.items()) if self.partition_for(t) in self._loaded]
-
-
-def _retrieve(task: asyncio.Future[TxnMetadata]) -> None:
-    """A shielded write whose request went away: its outcome is nobody's to read (no warning)."""
-    if not task.cancelled():
-        task.exception()
 
 
 def _from_value(tid: str, v: TxnLogValue) -> TxnMetadata:

@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
+import pytest
+
 from brook.groups.consumer_coordinator import Heartbeat
 from brook.groups.coordinator import GroupCoordinator, GroupSettings
 from brook.groups.group import GroupState, JoinRequest
@@ -290,5 +292,38 @@ def test_offsets_of_an_active_consumer_protocol_group_do_not_expire() -> None:
         clock.now += c.settings.offsets_retention_minutes * 60 * 2
         assert await c.expire_offsets() == 0
         assert len(c.fetch_offsets("kip848", None)[1]) == 1
+
+    asyncio.run(run())
+
+
+def test_an_offset_written_after_its_request_went_away_is_committed() -> None:
+    """A consumer whose connection closes while its commit waits for acks=all: the offset is in the
+    log, so the coordinator answers it from then on (as it would after loading the log)."""
+
+    class HeldLog(MemoryOffsetsLog):
+        def __init__(self) -> None:
+            super().__init__(4)
+            self.hold = asyncio.Event()
+
+        async def append(self, partition: int, batch: bytes) -> None:
+            await super().append(partition, batch)
+            await self.hold.wait()
+
+    async def run() -> None:
+        log = HeldLog()
+        c = coordinator(log)
+        commit = asyncio.create_task(
+            c.commit_offsets("g", -1, "", None, [OffsetCommit("t", 0, 42, -1, "")], lambda t, p: True)
+        )
+        await asyncio.sleep(0.01)
+        commit.cancel()  # the consumer's connection closed
+        with pytest.raises(asyncio.CancelledError):
+            await commit
+        log.hold.set()
+        await asyncio.sleep(0.01)
+        code, rows = c.fetch_offsets("g", [("t", [0])])
+        assert code is ErrorCode.NONE
+        ((_, _, value),) = rows
+        assert value is not None and value.offset == 42
 
     asyncio.run(run())
