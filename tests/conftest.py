@@ -31,3 +31,17 @@ def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
         yield b
     finally:
         b.stop()
+
+
+# Directories whose session (or package) fixtures start something big (Kafka, the control plane,
+# Spark, the vendored tests' broker) run whole on one pytest-xdist worker; every other module runs
+# whole on one worker, with its module fixtures.
+_SESSION_DIRS = ("differential", "e2e", "spark", "third_party")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(item.path).relative_to(config.rootpath).parts
+        group = parts[1] if len(parts) > 2 and parts[1] in _SESSION_DIRS else "/".join(parts)
+        item.add_marker(pytest.mark.xdist_group(group))
