@@ -355,3 +355,32 @@ def test_a_live_group_refuses_the_other_protocol(wires: tuple[Wire, Wire], cg_to
     agree(k, b, HB, 1, joining(consumer, "m1"), ignore=ignore)
     refused = agree(k, b, ApiKey.JOIN_GROUP, 7, {**join(consumer), **connect})
     assert refused["error_code"] == "INCONSISTENT_GROUP_PROTOCOL(23)"
+
+
+def test_a_subscribed_topic_that_may_not_be_described(wires: tuple[Wire, Wire], cg_topic: str) -> None:
+    """One subscribed topic the member may not describe refuses the whole heartbeat (librdkafka's
+    0109 with the consumer protocol waits for that error)."""
+    k, b = wires
+    deny = {
+        "resource_type": 2, "resource_name": "cg-denied", "resource_pattern_type": 3,
+        "principal": "User:*", "host": "*", "operation": 8, "permission_type": 2,
+    }  # fmt: skip
+    agree(k, b, ApiKey.CREATE_ACLS, 3, {"creations": [deny]})
+    req = joining("cg-edge", "m-denied")
+    req["subscribed_topic_names"] = ["cg-topic", "cg-denied"]
+    try:
+        deadline = time.monotonic() + 20  # Kafka's authorizer learns the ACL from its metadata log
+        probe = {"topics": [{"name": "cg-denied"}], "allow_auto_topic_creation": False}
+        denied = "TOPIC_AUTHORIZATION_FAILED(29)"
+        while k.send(ApiKey.METADATA, 12, probe)["topics"][0]["error_code"] != denied:
+            assert time.monotonic() < deadline, "Kafka never applied the ACL"
+            time.sleep(0.2)
+        answer = agree(k, b, HB, 1, req)
+        assert answer["error_code"] == denied
+    finally:
+        flt = {
+            "resource_type_filter": 2, "resource_name_filter": "cg-denied", "pattern_type_filter": 3,
+            "principal_filter": "User:*", "host_filter": "*", "operation": 8, "permission_type": 2,
+        }  # fmt: skip
+        for w in (k, b):
+            w.send(ApiKey.DELETE_ACLS, 3, {"filters": [flt]})

@@ -14,7 +14,7 @@ from brook.protocol.frames import RequestHeader
 from brook.protocol.requests import decode_request
 from brook.protocol.versions import ApiKey
 
-from .authorized import Operation, ResourceType, allowed, authorized_operations
+from .authorized import Operation, ResourceType, allowed, authorized_operations, filter_allowed
 from .context import CLIENT_HOST, Body, uuid_bytes
 
 __all__ = ["assignment_entries", "handle_consumer_group_describe", "handle_consumer_group_heartbeat"]
@@ -27,6 +27,14 @@ async def handle_consumer_group_heartbeat(broker: Broker, hdr: RequestHeader) ->
         return messages.encode_response(
             ApiKey.CONSUMER_GROUP_HEARTBEAT, v, {"error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
         )
+    if req.subscribed_topic_names:
+        # As Kafka 4.4's KafkaApis: one subscribed topic the member may not describe fails the whole
+        # heartbeat, without naming it.
+        wanted = set(req.subscribed_topic_names)
+        if len(filter_allowed(broker, Operation.DESCRIBE, ResourceType.TOPIC, wanted)) < len(wanted):
+            return messages.encode_response(
+                ApiKey.CONSUMER_GROUP_HEARTBEAT, v, {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+            )
     owned = None
     if req.topic_partitions is not None:
         owned = {uuid_bytes(tp.topic_id): set(tp.partitions) for tp in req.topic_partitions}
