@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,15 +34,30 @@ def gbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]
         b.stop()
 
 
-# Directories whose session (or package) fixtures start something big (Kafka, the control plane,
-# Spark, the vendored tests' broker) run whole on one pytest-xdist worker; every other module runs
-# whole on one worker, with its module fixtures.
-_SESSION_DIRS = ("differential", "e2e", "spark", "third_party")
+# pytest-xdist (scripts/test): each test module runs whole on one worker, with its module fixtures;
+# each directory whose session (or package) fixtures start something big (Kafka, the control plane,
+# Spark, the vendored tests' broker) runs whole on one worker. (xdist's own --dist loadgroup renames
+# node ids, which pytest 9 no longer allows, so the grouping is a scheduler of its own.)
+_WHOLE_DIRS = ("differential", "e2e", "spark", "third_party")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the marks
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        parts = Path(item.path).relative_to(config.rootpath).parts
-        group = parts[1] if len(parts) > 2 and parts[1] in _SESSION_DIRS else "/".join(parts)
-        item.add_marker(pytest.mark.xdist_group(group))
+def xdist_group_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    return "/".join(parts[:2]) if len(parts) > 2 and parts[1] in _WHOLE_DIRS else path
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_Grouping(), "brook-test-grouping")
+
+
+class _Grouping:
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        from xdist.scheduler import LoadScopeScheduling
+
+        class ByGroup(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return xdist_group_of(nodeid)
+
+        return ByGroup(config, log)
