@@ -57,6 +57,7 @@ class GroupMember:
 
     def __init__(self, bootstrap: str, group: str, topic: str, assignor: str = "range") -> None:
         self.assigned: set[int] = set()
+        self.assignments = 0  # rebalance callbacks that assigned (maybe nothing): 0 before its first join
         self.revoked: list[list[int]] = []
         self.records: list[tuple[int, int, str]] = []
         self.proc = subprocess.Popen(
@@ -74,6 +75,8 @@ class GroupMember:
             msg = json.loads(line)
             if "assigned" in msg:
                 self.assigned = set(msg["assigned"])
+                if "added" in msg:
+                    self.assignments += 1
                 if "revoked" in msg:
                     self.revoked.append(msg["revoked"])
             elif "rec" in msg:
