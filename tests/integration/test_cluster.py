@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.cluster import Cluster, eventually, wait_for_leaders
+from tests.support.offsets import end_offset
 
 pytestmark = pytest.mark.slow
 
@@ -47,22 +48,6 @@ def partition_md(c: Cluster, topic: str, p: int = 0, timeout: float = 30) -> Any
         time.sleep(0.2)
 
 
-# A leader that moved since the client's last metadata (after a failover or an etcd restart): the
-# client's own offset query does not retry, a real application would.
-_LEADER_MOVED = (KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE)
-
-
-def _end_offset(cons: Consumer, topic: str, partition: int, timeout: float = 30) -> int:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return int(cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
-        except KafkaException as e:
-            if e.args[0].code() not in _LEADER_MOVED or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 def consume_all(
     c: Cluster, topic: str, partitions: int, expected: int, timeout: float = 60
 ) -> list[tuple[int, int, bytes]]:
@@ -76,7 +61,7 @@ def consume_all(
             "fetch.queue.backoff.ms": 10,
         }
     )
-    ends = {p: _end_offset(cons, topic, p) for p in range(partitions)}
+    ends = {p: end_offset(cons, topic, p) for p in range(partitions)}
     cons.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got: list[tuple[int, int, bytes]] = []
     done = {p for p, end in ends.items() if end == 0}

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import MetadataRequest
 
 from brook.protocol.errors import ErrorCode
 from tests.support.broker import BrokerProcess
 from tests.support.cluster import Cluster, eventually
+from tests.support.offsets import end_offset
 from tests.support.ports import free_port
 from tests.support.raw import RawClient, fetch_request
 from tests.support.small_fs import ballast, fill_up, resize, small_filesystem
@@ -76,27 +77,6 @@ def fill(bootstrap: str, topic: str, first: int, out: Deliveries, limit: int = 2
         p.flush(20)
     assert p.flush(20) == 0
     return i
-
-
-RETRIABLE = {
-    KafkaError.OFFSET_NOT_AVAILABLE,
-    KafkaError.NOT_LEADER_FOR_PARTITION,
-    KafkaError.LEADER_NOT_AVAILABLE,
-    KafkaError._TIMED_OUT,
-}
-
-
-def end_offset(cons: Consumer, topic: str, partition: int, timeout: float = 30) -> int:
-    """The partition's high watermark. Right after a leader change the new leader answers
-    OFFSET_NOT_AVAILABLE until its high watermark reaches its epoch's start (as Kafka): retriable."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return int(cons.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
-        except KafkaException as e:
-            if e.args[0].code() not in RETRIABLE or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int = 1, timeout: float = 20) -> list[int]:
