@@ -89,6 +89,10 @@ def test_a_broker_whose_watch_stalls_stops_leading_then_reads_the_cluster_again(
             await eventually(led, 10)
             await eventually(lambda: ("t", 0) in node_b.states, 10)
             assert watches.freeze(node_a.client._aetcd()) >= 1
+            # An admin request waiting on broker 0's view (a CreateTopics waits for its partitions).
+            moved_seen = asyncio.create_task(
+                node_a.wait_until(lambda: node_a.states[("t", 0)].leader == 1, timeout=30)
+            )
 
             # The controller moves the leadership to broker 1 (its lease, broker 0's, both live on).
             st = node_b.states[("t", 0)]
@@ -108,6 +112,7 @@ def test_a_broker_whose_watch_stalls_stops_leading_then_reads_the_cluster_again(
 
             # It reads the cluster again: broker 1 leads at the new epoch, broker 0 follows.
             await eventually(lambda: node_a.states[("t", 0)].leader == 1, 15)
+            await asyncio.wait_for(moved_seen, 2)  # woken by the fresh read, not left to time out
             now = a.replicas.local_partition("t", 0)
             assert now is not None
             await eventually(lambda: not now.is_leader and now.role.leader == 1, 5)

@@ -286,6 +286,8 @@ class ClusterNode(ClusterAdmin):
                     sent = asyncio.get_running_loop().time()
                     snap = await self.store.snapshot()
                     self._load(snap, sent)
+                    async with self._changed:  # admin requests waiting on the view (a stuck watch)
+                        self._changed.notify_all()
                 async with self.store.watch(snap) as events:
                     async for ev in events:
                         if isinstance(ev, ViewMarked):  # proves the view, changes nothing in it

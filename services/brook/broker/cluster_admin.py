@@ -61,10 +61,15 @@ class ClusterAdmin:
             await self.wait_until(lambda: self.revision >= revision, timeout)
 
     async def _seen(self, revision: int) -> None:
-        """An admin request's write seen here: REQUEST_TIMED_OUT, not a closed connection, when the
-        watch lags too long."""
+        """An admin request's write seen here (see _seen_when)."""
+        if revision > 0:
+            await self._seen_when(lambda: self.revision >= revision)
+
+    async def _seen_when(self, predicate: Callable[[], bool]) -> None:
+        """Until the view shows an admin request's write: REQUEST_TIMED_OUT, not a closed connection,
+        when the watch lags too long."""
         try:
-            await self.wait_revision(revision)
+            await self.wait_until(predicate)
         except TimeoutError:
             raise KafkaError(
                 ErrorCode.REQUEST_TIMED_OUT, "the change is written but not yet seen here"
@@ -96,7 +101,7 @@ class ClusterAdmin:
         except EtcdUnavailableError as e:
             raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"etcd is unavailable: {e}") from None
         # A transaction's events arrive one by one: wait for the partition states, not just the topic.
-        await self.wait_until(lambda: all((name, i) in self.states for i in range(n)))
+        await self._seen_when(lambda: all((name, i) in self.states for i in range(n)))
         log.info("created topic %s: %d partitions, replication factor %d", name, n, rf)
         return topic_meta(created)
 
@@ -105,7 +110,7 @@ class ClusterAdmin:
         if rec is None:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist")
         await self.store.delete_topic(name)
-        await self.wait_until(lambda: name not in self.topics)
+        await self._seen_when(lambda: name not in self.topics)
         return topic_meta(rec)
 
     async def add_partitions(
@@ -124,7 +129,7 @@ class ClusterAdmin:
                 ErrorCode.CONCURRENT_TRANSACTIONS, f"topic '{name}' changed meanwhile; retry"
             ) from None
         # The controller writes the new partitions' first states.
-        await self.wait_until(lambda: all((name, i) in self.states for i in range(count)))
+        await self._seen_when(lambda: all((name, i) in self.states for i in range(count)))
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         rec = self.topics.get(name)
