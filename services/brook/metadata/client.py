@@ -215,10 +215,7 @@ class EtcdClient:
                 if c is client:
                     clients[i] = None
                     log.info("etcd: %s", why)
-                    try:
-                        await c.close()
-                    except Exception as e:  # the old channel may be broken already
-                        log.debug("etcd: close: %r", e)
+                    await _close_quietly(c)
 
     async def reset_keepalive(self) -> None:
         """A lease refresh got no answer: the next one goes over a new channel. (A soak once saw one
@@ -245,10 +242,7 @@ class EtcdClient:
             for i, c in enumerate(clients):
                 if c is not None:
                     clients[i] = None
-                    try:
-                        await c.close()
-                    except Exception as e:  # closing must not fail
-                        log.debug("etcd: close: %r", e)
+                    await _close_quietly(c)
 
     async def __aenter__(self) -> EtcdClient:
         return self
@@ -462,6 +456,14 @@ class EtcdClient:
                 raise MetadataError(f"etcd watch: {e}") from e
             raise
         return RawWatch(client, w)
+
+
+async def _close_quietly(client: Any) -> None:
+    """Close an aetcd client; its channel may be broken already, and closing must not fail."""
+    try:
+        await client.close()
+    except Exception as e:
+        log.debug("etcd: close: %r", e)
 
 
 def _stream_dead(client: Any) -> bool:
