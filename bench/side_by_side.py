@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Brook beside Apache Kafka 4.4 on the same machine, with the same clients, in one run (not a test).
 
-    .venv/bin/python bench/side_by_side.py [--rounds 3] [--quick] [--only single|omb] [--omb-rate 5]
+    .venv/bin/python bench/side_by_side.py [--rounds 3] [--quick] [--only single|omb] [--omb-rate 5|max]
                                            [--with-tansu]
 
 Rounds alternate which broker goes first (round 1: Brook then Kafka, round 2: Kafka then Brook, ...),
@@ -21,9 +21,10 @@ after a warm-up of 200 MB produced and consumed (not measured: a JVM compiles it
 with the broker's CPU-seconds per GB of record values (utime+stime from /proc, during the step) and its
 resident set (VmRSS after the round, VmHWM its peak). Then the OMB shape (bench/omb.py: 3 brokers, one
 topic of 100 partitions, RF=3, min.insync.replicas=2, acks=all, idempotent, 1 KiB records) at
---omb-rate MB/s with librdkafka's C clients (20 s warm-up, 30 s measured), on etcd + 3 Brook brokers
-and on 3 Kafka nodes (`omb.py --kafka`). The clients and both brokers share this machine's cores: the
-figures compare Brook with Kafka here, not with Kafka's published runs.
+--omb-rate MB/s (or `max`: as fast as the producers go) with librdkafka's C clients (20 s warm-up, 30 s
+measured), on etcd + 3 Brook brokers and on 3 Kafka nodes (`omb.py --kafka`). The clients and both
+brokers share this machine's cores: the figures compare Brook with Kafka here, not with Kafka's
+published runs.
 Raw results: bench/results/side_by_side-*.json.
 """
 
@@ -226,8 +227,8 @@ def single_round(kind: str, root: Path, quick: bool) -> dict[str, Any]:
     return out
 
 
-def omb_round(kind: str, rate: float, quick: bool, partitions: int = 100) -> dict[str, Any]:
-    cmd = [sys.executable, str(REPO / "bench" / "omb.py"), "--client", "c", "--rates", f"{rate:g}"]
+def omb_round(kind: str, rate: str, quick: bool, partitions: int = 100) -> dict[str, Any]:
+    cmd = [sys.executable, str(REPO / "bench" / "omb.py"), "--client", "c", "--rates", rate]
     cmd += ["--partitions", str(partitions)]
     cmd += ["--quick"] if quick else ["--warmup", "20", "--duration", "30"]
     cmd += ["--kafka"] if kind == "kafka" else []
@@ -288,7 +289,9 @@ def main() -> None:
     ap.add_argument(
         "--with-tansu", action="store_true", help="Tansu too in the single-broker part (bench/tansu.py)"
     )
-    ap.add_argument("--omb-rate", type=float, default=5.0, help="MB/s of the OMB shape (default 5)")
+    ap.add_argument(
+        "--omb-rate", default="5", help="MB/s of the OMB shape (default 5), or max: as fast as producers go"
+    )
     ap.add_argument(
         "--omb-partitions", default="100", help="partition counts of the OMB topic, e.g. 3,100 (default 100)"
     )
