@@ -3,7 +3,6 @@ sequences, epochs, duplicates of the last five batches, out-of-order batches, re
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -124,7 +123,7 @@ def test_clear_forgets_every_producer() -> None:
 
 def stamped(seq: int, ts: int, *, pid: int = PID, transactional: bool = False) -> BatchHeader:
     attributes = 0x10 if transactional else 0  # the transactional bit
-    return replace(header(seq, pid=pid), max_timestamp=ts, attributes=attributes)
+    return header(seq, pid=pid)._replace(max_timestamp=ts, attributes=attributes)
 
 
 def test_idle_producers_expire_by_their_last_batch_unless_in_a_transaction() -> None:
@@ -233,11 +232,11 @@ def test_a_marker_while_a_partition_is_verified_voids_the_verification() -> None
     assert t.needs_verification(PID, 0)
     guard = t.start_verification(PID)
     assert t.verified(PID, guard)
-    marker = replace(header(-1), attributes=0x30)  # control and transactional, no sequence
+    marker = header(-1)._replace(attributes=0x30)  # control and transactional, no sequence
     t.record(marker, 5, control=0)
     assert not t.verified(PID, guard)
     t.start_verification(PID)
-    t.record(replace(header(0), attributes=0x10), 6)  # the transaction's first batch: it is open here
+    t.record(header(0)._replace(attributes=0x10), 6)  # the transaction's first batch: it is open here
     assert not t.needs_verification(PID, 0)
     assert t.needs_verification(PID, 1)  # a bumped epoch opens a new one
 
@@ -250,7 +249,7 @@ def test_two_requests_verified_for_one_transaction_both_append() -> None:
     t = ProducerStateTable()
     first, second = t.start_verification(PID), t.start_verification(PID)
     assert t.verified(PID, first)
-    t.record(replace(header(0), attributes=0x10), 6)  # the first request's batch opens it
+    t.record(header(0)._replace(attributes=0x10), 6)  # the first request's batch opens it
     assert t.verified(PID, second)
-    t.record(replace(header(-1), attributes=0x30), 7, control=0)  # its marker: it ended
+    t.record(header(-1)._replace(attributes=0x30), 7, control=0)  # its marker: it ended
     assert not t.verified(PID, second)
