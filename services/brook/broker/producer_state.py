@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from brook.protocol.batch import NO_PRODUCER_ID, BatchHeader
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -37,8 +38,7 @@ class CompletedTxn:
     aborted: bool
 
 
-@dataclass(frozen=True, slots=True)
-class CachedBatch:
+class CachedBatch(NamedTuple):  # one per appended or replayed batch: a tuple is the cheapest to build
     first_seq: int
     last_seq: int
     base_offset: int
