@@ -17,7 +17,7 @@ from brook.security.oauthbearer import OAuthSettings
 from brook.security.quotas import QuotaSettings
 from brook.security.sasl import SaslSettings
 from brook.security.sasl_client import ClientCredentials
-from brook.security.tls import TlsSettings
+from brook.security.tls import TlsProtocolsError, TlsSettings, enabled_protocols
 from brook.settings.broker import BrokerSettings
 
 
@@ -46,7 +46,12 @@ def listeners(a: SimpleNamespace) -> list[Listener]:
 def security(a: SimpleNamespace, s: BrokerSettings) -> BrokerSettings:
     s.listeners = listeners(a)
     s.inter_broker_listener_name = (a.inter_broker_listener_name or "").upper() or None
+    try:
+        protocols = enabled_protocols(a.ssl_enabled_protocols)
+    except TlsProtocolsError as e:
+        fail(f"--ssl-enabled-protocols (ssl.enabled.protocols) {e}")
     s.tls = TlsSettings(
+        protocols=protocols,
         keystore_location=a.ssl_keystore_location,
         key_location=a.ssl_key_location,
         key_password=os.environ.get("BROOK_SSL_KEY_PASSWORD"),  # a secret: never a flag

@@ -45,6 +45,7 @@ PROPERTIES = {
     "leader.imbalance.check.interval.seconds": "120",
     "connections.max.reauth.ms": "60000",
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+    "ssl.enabled.protocols": "TLSv1.3",
     "producer.id.expiration.ms": "3600000",
     "transactional.id.expiration.ms": "86400000",
 }
@@ -63,6 +64,7 @@ KEYS = sorted(
         "log.roll.hours",
         "log.cleanup.policy",
         "unclean.leader.election.enable",
+        "ssl.client.auth",
     }
 )
 

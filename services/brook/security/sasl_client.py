@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import scramp  # type: ignore[import-untyped]
 
-from .tls import TlsSettings
+from .tls import TlsSettings, bound_versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +57,7 @@ def client_context(s: TlsSettings) -> ssl.SSLContext:
     """TLS to another broker: its certificate verified against the truststore (and its address), this
     broker's own certificate presented (for listeners with ssl.client.auth=required)."""
     ctx = ssl.create_default_context(cafile=s.truststore_location)
+    bound_versions(ctx, s.protocols)
     if s.keystore_location:
         ctx.load_cert_chain(s.keystore_location, s.key_location, s.key_password)
     return ctx

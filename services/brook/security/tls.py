@@ -15,6 +15,33 @@ from cryptography import x509
 log = logging.getLogger(__name__)
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+# ssl.enabled.protocols' names. Kafka also takes TLSv1 and TLSv1.1, which Java 17's security policy
+# (jdk.tls.disabledAlgorithms) turns off: a list naming them is served with the versions left.
+PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+_RETIRED_PROTOCOLS = ("TLSv1", "TLSv1.1")
+
+
+def bound_versions(ctx: ssl.SSLContext, protocols: tuple[str, ...]) -> None:
+    """Serve (or, to another broker, speak) only the enabled versions: both ends of the range."""
+    ctx.minimum_version = PROTOCOLS[protocols[0]]
+    ctx.maximum_version = PROTOCOLS[protocols[-1]]
+
+
+class TlsProtocolsError(ValueError):
+    pass
+
+
+def enabled_protocols(value: str) -> tuple[str, ...]:
+    """ssl.enabled.protocols ("TLSv1.2,TLSv1.3") -> the versions served, in order; TLSv1 and TLSv1.1
+    dropped. Raises TlsProtocolsError for another name or when no version is left."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROTOCOLS and n not in _RETIRED_PROTOCOLS]
+    if unknown:
+        raise TlsProtocolsError(f"{', '.join(unknown)}: the protocols are TLSv1.2 and TLSv1.3")
+    kept = tuple(sorted({n for n in names if n in PROTOCOLS}, key=lambda n: PROTOCOLS[n]))
+    if not kept:
+        raise TlsProtocolsError(f"{value!r} leaves no protocol to serve: name TLSv1.2 or TLSv1.3")
+    return kept
 
 
 @dataclass(slots=True)
@@ -29,8 +56,7 @@ class TlsSettings:
     # Listeners whose clients must present a certificate whatever client_auth says (Kafka's
     # listener.name.<name>.ssl.client.auth=required), e.g. a mutual-TLS replication listener.
     client_auth_required_listeners: tuple[str, ...] = ()
-    # Kafka's ssl.enabled.protocols floor: TLSv1.2 and TLSv1.3.
-    min_version: ssl.TLSVersion = ssl.TLSVersion.TLSv1_2
+    protocols: tuple[str, ...] = ("TLSv1.2", "TLSv1.3")  # ssl.enabled.protocols (enabled_protocols())
     ktls: bool = True  # kernel TLS where Python and OpenSSL offer it (ssl.OP_ENABLE_KTLS)
 
 
@@ -79,7 +105,7 @@ def server_context(s: TlsSettings) -> ssl.SSLContext:
     if not s.keystore_location:
         raise ValueError("an SSL or SASL_SSL listener needs --ssl-keystore-location")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = s.min_version
+    bound_versions(ctx, s.protocols)
     ctx.load_cert_chain(s.keystore_location, s.key_location, s.key_password)
     if s.truststore_location:
         ctx.load_verify_locations(s.truststore_location)

@@ -88,6 +88,15 @@ SECURITY_OPTIONS: tuple[Option, ...] = (
         choices=tuple(CLIENT_AUTH),
     ),
     _O(
+        "--ssl-enabled-protocols",
+        "str",
+        "TLSv1.2,TLSv1.3",
+        "TLS versions the SSL and SASL_SSL listeners serve: TLSv1.2, TLSv1.3",
+        SECURITY,
+        "ssl.enabled.protocols",
+        kafka_type="LIST",
+    ),
+    _O(
         "--ssl-client-auth-listeners",
         "str",
         "",
