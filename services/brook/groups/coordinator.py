@@ -422,9 +422,14 @@ class GroupCoordinator(GroupMembership):
     ) -> dict[tuple[str, int], ErrorCode]:
         now = self.now_ms()
         results, records, values = self._offset_records(group_id, commits, topic_exists, now)
-        batch = build_batch(records, now, producer_id, producer_epoch) if records else b""
-        if records and await self._append_offsets(group_id, batch, values, results):
-            self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
+
+        async def write() -> None:
+            batch = build_batch(records, now, producer_id, producer_epoch)
+            if await self._append_offsets(group_id, batch, values, results):
+                self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {}).update(values)
+
+        if records:
+            await run_to_end(write())  # the COMMIT marker applies what the log holds
         return results
 
     def fetch_offsets(
@@ -455,7 +460,7 @@ class GroupCoordinator(GroupMembership):
                 continue
             consumer = self.consumer.groups.get(gid)
             if consumer is not None:
-                results[gid] = await self._delete_consumer_group(gid)
+                results[gid] = await run_to_end(self._delete_consumer_group(gid))
                 continue
             group = self._groups.get(gid)
             if group is None and gid not in self._offsets:
@@ -467,19 +472,22 @@ class GroupCoordinator(GroupMembership):
             if group is not None and group.members:
                 results[gid] = ErrorCode.NON_EMPTY_GROUP
                 continue
-            records = [(encode_key(OffsetKey(gid, t, p)), None) for t, p in self._offsets.get(gid, {})]
-            records.append((encode_key(GroupKey(gid)), None))
-            try:
-                await self._log.append(self.partition_for(gid), build_batch(records, self.now_ms()))
-            except KafkaError as e:
-                results[gid] = e.code
-                continue
-            self._offsets.pop(gid, None)
-            if group is not None:
-                group.transition(GroupState.DEAD, self.now_ms())
-                self._groups.pop(gid, None)
-            results[gid] = ErrorCode.NONE
+            results[gid] = await run_to_end(self._delete_classic_group(gid, group))
         return results
+
+    async def _delete_classic_group(self, gid: str, group: Group | None) -> ErrorCode:
+        """Tombstones for the group's offsets and metadata; then it is gone from memory too."""
+        records = [(encode_key(OffsetKey(gid, t, p)), None) for t, p in self._offsets.get(gid, {})]
+        records.append((encode_key(GroupKey(gid)), None))
+        try:
+            await self._log.append(self.partition_for(gid), build_batch(records, self.now_ms()))
+        except KafkaError as e:
+            return e.code
+        self._offsets.pop(gid, None)
+        if group is not None:
+            group.transition(GroupState.DEAD, self.now_ms())
+            self._groups.pop(gid, None)
+        return ErrorCode.NONE
 
     async def _delete_consumer_group(self, group_id: str) -> ErrorCode:
         """Delete an empty consumer group: its offsets' tombstones, then the group's."""
@@ -519,12 +527,16 @@ class GroupCoordinator(GroupMembership):
             else:
                 results[(t, p)] = ErrorCode.NONE
                 records.append((encode_key(OffsetKey(group_id, t, p)), None))
-        if records:
+
+        async def write() -> None:
             await self._log.append(self.partition_for(group_id), build_batch(records, self.now_ms()))
             offsets = self._offsets.get(group_id, {})
             for (t, p), code in results.items():
                 if code is ErrorCode.NONE:
                     offsets.pop((t, p), None)
+
+        if records:
+            await run_to_end(write())  # tombstones written are offsets deleted, asked or not
         return ErrorCode.NONE, results
 
     async def expire_offsets(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 import pytest
@@ -296,34 +296,70 @@ def test_offsets_of_an_active_consumer_protocol_group_do_not_expire() -> None:
     asyncio.run(run())
 
 
-def test_an_offset_written_after_its_request_went_away_is_committed() -> None:
-    """A consumer whose connection closes while its commit waits for acks=all: the offset is in the
-    log, so the coordinator answers it from then on (as it would after loading the log)."""
+class HeldLog(MemoryOffsetsLog):
+    """Appends, then waits for `hold` (acks=all waiting for followers) when `holding`."""
 
-    class HeldLog(MemoryOffsetsLog):
-        def __init__(self) -> None:
-            super().__init__(4)
-            self.hold = asyncio.Event()
+    def __init__(self) -> None:
+        super().__init__(4)
+        self.hold = asyncio.Event()
+        self.holding = False
 
-        async def append(self, partition: int, batch: bytes) -> None:
-            await super().append(partition, batch)
+    async def append(self, partition: int, batch: bytes) -> None:
+        await super().append(partition, batch)
+        if self.holding:
             await self.hold.wait()
+
+
+def _commit(c: GroupCoordinator, offset: int) -> Coroutine[Any, Any, object]:
+    return c.commit_offsets("g", -1, "", None, [OffsetCommit("t", 0, offset, -1, "")], lambda t, p: True)
+
+
+def _offset(c: GroupCoordinator) -> int | None:
+    code, rows = c.fetch_offsets("g", [("t", [0])])
+    assert code is ErrorCode.NONE
+    ((_, _, value),) = rows
+    return None if value is None else value.offset
+
+
+def _txn_commit(c: GroupCoordinator, offset: int) -> Coroutine[Any, Any, object]:
+    commits = [OffsetCommit("t", 0, offset, -1, "")]
+    return c.commit_txn_offsets("g", 9, 0, -1, "", None, commits, lambda t, p: True)
+
+
+# A coordinator write whose request goes away (its connection closes while the write waits for
+# acks=all): the records are in the log, so memory must say what the log says, as after loading it.
+Write = Callable[[GroupCoordinator], Coroutine[Any, Any, object]]
+Applied = Callable[[GroupCoordinator], bool]
+WRITES: dict[str, tuple[Write, Applied]] = {
+    "offset commit": (lambda c: _commit(c, 42), lambda c: _offset(c) == 42),
+    "transactional offset commit, then its COMMIT marker": (
+        lambda c: _txn_commit(c, 43),
+        lambda c: (c.complete_txn(c.partition_for("g"), 9, True), _offset(c))[1] == 43,
+    ),
+    "offset delete": (lambda c: c.delete_offsets("g", [("t", 0)]), lambda c: _offset(c) is None),
+    "group delete": (
+        lambda c: c.delete_groups(["g"]),
+        lambda c: "g" not in {g.group_id for g in c.list_groups()},
+    ),
+}
+
+
+@pytest.mark.parametrize("write", WRITES)
+def test_a_write_whose_request_went_away_is_applied(write: str) -> None:
+    start, applied = WRITES[write]
 
     async def run() -> None:
         log = HeldLog()
         c = coordinator(log)
-        commit = asyncio.create_task(
-            c.commit_offsets("g", -1, "", None, [OffsetCommit("t", 0, 42, -1, "")], lambda t, p: True)
-        )
+        await _commit(c, 41)  # the group has an offset
+        log.holding = True
+        task = asyncio.create_task(start(c))
         await asyncio.sleep(0.01)
-        commit.cancel()  # the consumer's connection closed
+        task.cancel()  # the client's connection closed
         with pytest.raises(asyncio.CancelledError):
-            await commit
+            await task
         log.hold.set()
         await asyncio.sleep(0.01)
-        code, rows = c.fetch_offsets("g", [("t", [0])])
-        assert code is ErrorCode.NONE
-        ((_, _, value),) = rows
-        assert value is not None and value.offset == 42
+        assert applied(c)
 
     asyncio.run(run())
