@@ -108,8 +108,9 @@ class Controller:
             self._poked.clear()
             try:
                 await self.reconcile()
-            except (FencedError, asyncio.CancelledError):
-                raise
+            except FencedError as e:  # a newer controller holds the epoch: this one's work is over
+                log.info("controller: %s; stopping", e)
+                return
             except (ConflictError, EtcdUnavailableError) as e:
                 self._walk_due = True
                 log.info("controller: %s; retrying", e)
