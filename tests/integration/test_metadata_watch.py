@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -270,3 +272,22 @@ def test_resuming_mid_revision_skips_what_was_delivered_and_misses_nothing() -> 
         assert watch.reconnects == 1 and watch.revision == 6
 
     run(scenario(), timeout=5)
+
+
+def test_a_watch_etcd_does_not_answer_is_unavailable(etcd: EtcdProcess) -> None:
+    """etcd that takes the connection but answers nothing (paused, or cut off mid-stream): opening a
+    watch times out in aetcd, which is etcd being unavailable (retried quietly, the next endpoint
+    tried), not a failure without a reason ("etcd watch: cannot open: etcd watch: ")."""
+
+    async def scenario() -> None:
+        async with EtcdClient([etcd.endpoint], timeout=1.0) as client:
+            await client.revision()  # connected
+            assert etcd.proc is not None
+            os.kill(etcd.proc.pid, signal.SIGSTOP)
+            try:
+                with pytest.raises(EtcdUnavailableError):
+                    await client.open_watch(b"k", None, 0)
+            finally:
+                os.kill(etcd.proc.pid, signal.SIGCONT)
+
+    run(scenario())

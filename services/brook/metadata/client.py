@@ -107,7 +107,14 @@ def _op_message(op: Op) -> Any:
 
 
 def _unavailable(e: BaseException) -> bool:
-    return isinstance(e, aetcd.ConnectionFailedError | aetcd.ConnectionTimeoutError | TimeoutError)
+    # WatchTimeoutError: etcd took no watch in the client's timeout (paused, or cut off mid-stream).
+    return isinstance(
+        e,
+        aetcd.ConnectionFailedError
+        | aetcd.ConnectionTimeoutError
+        | aetcd.exceptions.WatchTimeoutError
+        | TimeoutError,
+    )
 
 
 # What gRPC says when the TLS handshake fails (an untrusted server certificate, a client certificate
@@ -446,14 +453,15 @@ class EtcdClient:
         except aetcd.RevisionCompactedError as e:
             raise CompactedError(int(e.compacted_revision)) from e
         except Exception as e:
+            why = f"etcd watch: {str(e) or type(e).__name__}"  # aetcd's WatchTimeoutError has no text
             if isinstance(e, aetcd.exceptions.UnauthenticatedError):
                 await self._drop(client)
-                raise EtcdUnavailableError(f"etcd watch: {e}") from e
+                raise EtcdUnavailableError(why) from e
             if _unavailable(e):
                 self._failover(client)
-                raise EtcdUnavailableError(f"etcd watch: {e}") from e
+                raise EtcdUnavailableError(why) from e
             if isinstance(e, aetcd.ClientError):
-                raise MetadataError(f"etcd watch: {e}") from e
+                raise MetadataError(why) from e
             raise
         return RawWatch(client, w)
 
