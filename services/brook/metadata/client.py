@@ -106,6 +106,15 @@ def _op_message(op: Op) -> Any:
     return rpc.RequestOp(request_range=req)
 
 
+class _ChannelClosed(Exception):
+    """A call cancelled by gRPC because another task closed its channel."""
+
+
+def _task_cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def _unavailable(e: BaseException) -> bool:
     # WatchTimeoutError: etcd took no watch in the client's timeout (paused, or cut off mid-stream).
     return isinstance(
@@ -265,7 +274,17 @@ class EtcdClient:
             client = self._keepalive_aetcd() if keepalive else self._aetcd()
             try:
                 return await call(client)
-            except Exception as e:
+            except asyncio.CancelledError as cancelled:
+                if _task_cancelling():
+                    raise
+                # gRPC cancels the calls of a channel that another task closed (reset_keepalive after
+                # a refresh got no answer, _drop): this call failed, its task was not cancelled. As a
+                # CancelledError it ended another lease's keep-alive task without a word, and a broker
+                # whose registration lease that was stayed out of the cluster (a soak, 2 of 3 brokers).
+                e: Exception = _ChannelClosed("its etcd channel was closed during the call")
+                e.__cause__ = cancelled
+            except Exception as exc:
+                e = exc
                 if (reason := _rejected(e)) is not None:
                     raise EtcdAuthError(f"{reason} (etcd at {self.endpoint})") from e
                 if isinstance(e, aetcd.exceptions.UnauthenticatedError) and loop.time() < deadline:
@@ -278,11 +297,11 @@ class EtcdClient:
                         raise MetadataError(f"etcd: {e}") from e
                     raise
                 self._failover(client)
-                now = loop.time()
-                if not retry or now >= deadline:
-                    raise EtcdUnavailableError(f"etcd at {self.endpoint} is unavailable: {e}") from e
-                await asyncio.sleep(min(delay, deadline - now))
-                delay = min(delay * 2, 0.5)
+            now = loop.time()  # etcd is unavailable to this call: retried while allowed
+            if not retry or now >= deadline:
+                raise EtcdUnavailableError(f"etcd at {self.endpoint} is unavailable: {e}") from e
+            await asyncio.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, 0.5)
 
     async def _kv_call(self, client: Any, method: str, request: Any) -> Any:
         await client.connect()
@@ -506,6 +525,8 @@ class RawWatch:
                 done, _ = await asyncio.wait([self._next], timeout=self.HEALTH_CHECK_S)
                 if done:
                     fut, self._next = self._next, None
+                    if fut.cancelled():  # by gRPC, not by us (cancel() clears _next): channel closed
+                        raise _ChannelClosed("its etcd channel was closed")
                     ev = fut.result()
                     break
                 if _stream_dead(self._client):
@@ -516,7 +537,7 @@ class RawWatch:
         except aetcd.RevisionCompactedError as e:
             raise CompactedError(int(e.compacted_revision)) from e
         except Exception as e:
-            if _unavailable(e) or isinstance(e, aetcd.ClientError):
+            if _unavailable(e) or isinstance(e, aetcd.ClientError | _ChannelClosed):
                 raise EtcdUnavailableError(f"etcd watch stream ended: {e}") from e
             raise
         kv = ev.kv

@@ -57,6 +57,13 @@ class KeptLease:
             self.lost.set()
 
     async def _keepalive(self) -> None:
+        try:
+            await self._refresh_until_lost()
+        except Exception as e:  # no more refreshes: the lease's owner must know, or it waits for ever
+            self._mark_lost(f"its keep-alive failed: {e!r}")
+            raise
+
+    async def _refresh_until_lost(self) -> None:
         loop = asyncio.get_running_loop()
         # Every TTL/4: a broker paused for up to half the TTL (a 1 s SIGSTOP at 2 s) keeps its lease.
         interval = max(self.ttl / 4, 0.1)
