@@ -121,3 +121,25 @@ def test_a_keep_alive_that_fails_says_the_lease_is_lost(etcd: EtcdProcess) -> No
             await lease.revoke()
 
     run(scenario())
+
+
+def test_a_reset_for_a_channel_already_replaced_keeps_the_new_one(etcd: EtcdProcess) -> None:
+    """Two leases' tries time out on one stuck channel: the first replaces it, the second's reset
+    (for the channel it used) must not also throw away the new channel and the calls on it."""
+
+    async def scenario() -> None:
+        async with EtcdClient(etcd.endpoint) as client:
+            lease = await client.grant_lease(5)
+            await client.refresh_lease(lease.id)
+            stuck = client.keepalive_channel
+            await client.reset_keepalive(stuck)  # the first lease's reset
+            await client.refresh_lease(lease.id)
+            fresh = client.keepalive_channel
+            assert fresh is not None and fresh is not stuck
+            await client.reset_keepalive(stuck)  # the second lease's, late
+            assert client.keepalive_channel is fresh
+            await client.reset_keepalive(fresh)
+            assert client.keepalive_channel is not fresh
+            await client.revoke_lease(lease.id)
+
+    run(scenario())

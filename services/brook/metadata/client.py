@@ -233,11 +233,18 @@ class EtcdClient:
                     log.info("etcd: %s", why)
                     await _close_quietly(c)
 
-    async def reset_keepalive(self) -> None:
+    @property
+    def keepalive_channel(self) -> object:
+        """Which keep-alive channel a refresh starting now goes over (for reset_keepalive)."""
+        return self._keepalive_clients[self._current]
+
+    async def reset_keepalive(self, used: object = None) -> None:
         """A lease refresh got no answer: the next one goes over a new channel. (A soak once saw one
-        broker's refreshes fail for 40 minutes after an etcd restart while its other calls worked.)"""
+        broker's refreshes fail for 40 minutes after an etcd restart while its other calls worked.)
+        `used`: the keepalive_channel the refresh went over; another lease's reset since then already
+        replaced it, and the channel now in use is left alone."""
         client = self._keepalive_clients[self._current]
-        if client is not None:
+        if client is not None and (used is None or used is client):
             await self._drop(client, "a lease refresh got no answer: refreshing over a new channel")
 
     def _failover(self, failed: Any) -> None:

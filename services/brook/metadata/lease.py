@@ -76,6 +76,7 @@ class KeptLease:
             if sent >= self._alive_until:
                 self._mark_lost(f"not refreshed within its {self.ttl}s TTL (last try: {self._last_error})")
                 return
+            channel = self._client.keepalive_channel
             try:
                 # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a stop's cancel.
                 # One attempt waits an interval at most, so a stuck one leaves time for another.
@@ -88,7 +89,7 @@ class KeptLease:
                 log.debug("etcd lease %x: refresh failed: %r", self.id, e)
                 self._last_error = repr(e) if str(e) else type(e).__name__
                 if isinstance(e, TimeoutError):  # no answer at all: not a refused connection
-                    await self._client.reset_keepalive()
+                    await self._client.reset_keepalive(channel)
                 pause = min(retry, max(self._alive_until - loop.time(), 0.0))
                 continue
             if remaining <= 0:
