@@ -91,8 +91,10 @@ def test_two_leases_keep_or_lose_their_lease_through_a_pause_of_etcd(etcd: EtcdP
             assert etcd.proc is not None
             for _ in range(3):
                 os.kill(etcd.proc.pid, signal.SIGSTOP)
-                await asyncio.sleep(1.2)
-                os.kill(etcd.proc.pid, signal.SIGCONT)
+                try:
+                    await asyncio.sleep(1.2)
+                finally:
+                    os.kill(etcd.proc.pid, signal.SIGCONT)
                 await asyncio.sleep(0.5)
             await asyncio.sleep(2 * TTL)  # a lease nobody refreshes is gone from etcd by now
             for kept in leases:
