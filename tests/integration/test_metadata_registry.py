@@ -140,3 +140,23 @@ def test_a_lease_gone_before_the_registration_is_replaced(etcd: EtcdProcess) -> 
             await r.deregister()
 
     run(scenario(), timeout=60)
+
+
+def test_a_registration_gone_while_its_lease_seems_kept_is_made_again(etcd: EtcdProcess) -> None:
+    """The broker's key disappears while its lease's keep-alive reports nothing (here deleted behind
+    its back; in a soak, a keep-alive task that ended unnoticed): the registry's own check finds it
+    and registers again, instead of leaving the broker out of the cluster for good."""
+
+    async def scenario() -> None:
+        layout = KeyLayout(cluster_name())
+        async with EtcdClient(etcd.endpoint) as client:
+            reg = BrokerRegistry(client, layout, BrokerInfo(6, "h", 1), ttl=TTL, check_s=0.5)
+            await reg.register()
+            epoch = reg.broker.epoch
+            await client.delete(layout.broker(6))
+            await eventually(lambda: reg.registrations == 2, DEADLINE)
+            kv = await client.get(layout.broker(6))
+            assert kv is not None and kv.lease == reg.lease_id and reg.broker.epoch > epoch
+            await reg.deregister()
+
+    run(scenario(), timeout=60)

@@ -98,6 +98,10 @@ class KeptLease:
             self._alive_until = sent + remaining
             pause = interval
 
+    def give_up(self, reason: str) -> None:
+        """Take the lease as lost (its owner found what it keeps gone from etcd)."""
+        self._mark_lost(reason)
+
     def stop_keepalive(self) -> None:
         """Stop refreshing without revoking: the lease expires after its TTL (what a crash does)."""
         if self._task is not None:

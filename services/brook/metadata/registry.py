@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Iterable
@@ -20,6 +21,9 @@ from .watch import watch_prefix
 log = logging.getLogger(__name__)
 
 DEFAULT_TTL = 2  # seconds; etcd grants no less with its default 1 s election timeout
+# How often a registered broker reads its own key back: a broker out of the cluster without knowing
+# it is the worst outcome there is (a soak once saw a lease's keep-alive end unnoticed).
+CHECK_S = 5.0
 
 
 def parse_brokers(layout: KeyLayout, kvs: Iterable[KeyValue]) -> dict[int, BrokerInfo]:
@@ -59,12 +63,14 @@ class BrokerRegistry:
         *,
         ttl: int = DEFAULT_TTL,
         wait_for_stale: float = 0.0,
+        check_s: float = CHECK_S,
     ) -> None:
         self._client = client
         self._layout = layout
         self._broker = broker
         self.ttl = ttl
         self.wait_for_stale = wait_for_stale
+        self.check_s = check_s
         self._lease: KeptLease | None = None
         self._supervisor: asyncio.Task[None] | None = None
         self._stopping = False
@@ -144,11 +150,29 @@ class BrokerRegistry:
         self.registered.set()
         log.info("broker %d registered (epoch %d, lease %x)", self._broker.broker_id, r.revision, lease.id)
 
+    async def _until_lost(self, lease: KeptLease) -> None:
+        """Until the lease is lost, or this broker's key is found gone from etcd (or under another
+        lease) while the lease seems kept: then the lease is given up, and the broker registers
+        again."""
+        key = self._layout.broker(self._broker.broker_id)
+        while not lease.lost.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.check_s):
+                    await lease.lost.wait()
+                    return
+            try:
+                async with asyncio.timeout(self.ttl):  # not the client's whole retry window
+                    kv = await self._client.get(key)
+            except (MetadataError, TimeoutError):  # etcd unreachable: the lease's refreshes judge that
+                continue
+            if not lease.lost.is_set() and (kv is None or kv.lease != lease.id):
+                lease.give_up("its registration is gone from etcd")
+
     async def _supervise(self) -> None:
         while True:
             lease = self._lease
             assert lease is not None
-            await lease.lost.wait()
+            await self._until_lost(lease)
             if self._stopping:
                 return
             self.registered.clear()
