@@ -145,3 +145,25 @@ def test_a_reset_for_a_channel_already_replaced_keeps_the_new_one(etcd: EtcdProc
             await client.revoke_lease(lease.id)
 
     run(scenario())
+
+
+def test_a_lease_granted_after_etcd_came_back_is_not_taken_as_expired(etcd: EtcdProcess) -> None:
+    """etcd is away (killed) for longer than the TTL while a lease is asked for: the grant that
+    succeeds once it is back counts its TTL from its own sending, so the lease is kept, not given up
+    at its first check (each such loss made a broker register again for nothing)."""
+
+    async def scenario() -> None:
+        async with EtcdClient(etcd.endpoint, retry_for=20.0) as client:
+            await client.revision()
+            etcd.kill()
+            back = asyncio.create_task(asyncio.to_thread(etcd.restart, downtime=3 * TTL / 2))
+            try:
+                lease = await KeptLease.grant(client, TTL)
+                await asyncio.sleep(TTL)
+                assert lease.alive, lease.lost_reason
+                assert await client.lease_ttl(lease.id) > 0
+                await lease.revoke()
+            finally:
+                await back
+
+    run(scenario(), timeout=60)

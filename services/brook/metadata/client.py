@@ -427,12 +427,12 @@ class EtcdClient:
 
     # ---- leases ----
 
-    async def grant_lease(self, ttl: int) -> Lease:
+    async def grant_lease(self, ttl: int, *, retry: bool = True) -> Lease:
         async def call(c: Any) -> Lease:
             lease = await c.lease(int(ttl))
             return Lease(int(lease.id), int(lease.ttl))
 
-        return await self._run(call, retry=True)
+        return await self._run(call, retry=retry)
 
     async def refresh_lease(self, lease_id: int, *, retry: bool = False) -> int:
         """Keep a lease alive; returns its TTL again, 0 when etcd no longer has it (expired)."""

@@ -8,7 +8,7 @@ import logging
 from brook.tasks import cancel_and_wait, raise_if_cancelling
 
 from .client import EtcdClient
-from .errors import MetadataError
+from .errors import EtcdUnavailableError, MetadataError
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,22 @@ class KeptLease:
     async def grant(cls, client: EtcdClient, ttl: int) -> KeptLease:
         if ttl < 1:
             raise ValueError("lease TTL must be at least 1 second")
-        asked = asyncio.get_running_loop().time()
-        lease = await client.grant_lease(ttl)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + client.retry_for
+        delay = 0.05
+        while True:
+            # The TTL runs from no earlier than the sending of the attempt that succeeded: retried
+            # here, not inside the client, so a grant that took longer than the TTL (etcd away)
+            # is not taken as expired at its first check (a soak's needless re-registrations).
+            asked = loop.time()
+            try:
+                lease = await client.grant_lease(ttl, retry=False)
+                break
+            except EtcdUnavailableError:
+                if loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.5)
         kept = cls(client, lease.id, lease.ttl, asked)
         kept._task = asyncio.create_task(kept._keepalive(), name=f"etcd-lease-{lease.id:x}")
         return kept
