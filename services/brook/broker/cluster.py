@@ -22,15 +22,13 @@ from brook.metadata import (
     BrokerJoined,
     BrokerLeft,
     BrokerRegistry,
-    ConflictError,
     ControllerChanged,
     ControllerElection,
     ControllerInfo,
     EntityConfigsChanged,
     EtcdClient,
     EtcdMetadataStore,
-    EtcdUnavailableError,
-    FencedError,
+    MetadataError,
     MetadataEvent,
     MetadataSnapshot,
     PartitionState,
@@ -456,38 +454,44 @@ class ClusterNode(ClusterAdmin):
         """Every _ISR_CHECK_S, the ISR decisions of the led partitions that may need one: those whose
         followers' state changed since they were last settled (Partition.isr_settled), and those counted
         as fetching by a follower's fetch session that stopped fetching for the lag time."""
-        replicas, lag = self.broker.replicas, self.settings.replica_lag_time_max_ms
-        due = replicas.isr_due
         while True:
             await asyncio.sleep(_ISR_CHECK_S)
-            due.update(self.broker.fetch_sessions.stale_partitions(now_ms(), lag))
-            for p, new_isr in due_isr_changes(due, lag, self._hosted):
-                st = self.states.get((p.topic, p.index))
-                if st is None or st.leader != self.node_id:
-                    continue
-                new_isr = [r for r in new_isr if r in self.live or r in st.isr]  # the dead do not come back
-                if sorted(new_isr) == sorted(st.isr):
-                    continue
-                epoch = self.controller.epoch if self.controller is not None else 0
-                p.propose_isr(new_isr)  # acks wait for added members from now on, not from the write
-                try:
-                    written = await self.store.set_partition_state(
-                        p.topic,
-                        p.index,
-                        st.evolve(isr=new_isr),
-                        expected_version=st.version,
-                        controller_epoch=epoch,
-                    )
-                except (ConflictError, FencedError, EtcdUnavailableError) as e:
-                    log.debug("ISR change of %s-%d not recorded: %s", p.topic, p.index, e)
-                    continue
-                log.info("%s-%d: ISR %s -> %s", p.topic, p.index, list(st.isr), new_isr)
-                if set(st.isr) - set(new_isr):
-                    self.broker.metrics.on_isr_shrink()
-                if set(new_isr) - set(st.isr):
-                    self.broker.metrics.on_isr_expand()
-                if self._set_state(p.topic, p.index, written):
-                    self._apply_role(p.topic, p.index)
+            try:
+                await self._isr_round()
+            except Exception:  # the loop must outlive any one round: a leader that stops shrinking
+                log.exception("ISR round failed")  # and expanding ISRs fails acks=all for good
+
+    async def _isr_round(self) -> None:
+        replicas, lag = self.broker.replicas, self.settings.replica_lag_time_max_ms
+        due = replicas.isr_due
+        due.update(self.broker.fetch_sessions.stale_partitions(now_ms(), lag))
+        for p, new_isr in due_isr_changes(due, lag, self._hosted):
+            st = self.states.get((p.topic, p.index))
+            if st is None or st.leader != self.node_id:
+                continue
+            new_isr = [r for r in new_isr if r in self.live or r in st.isr]  # the dead do not come back
+            if sorted(new_isr) == sorted(st.isr):
+                continue
+            epoch = self.controller.epoch if self.controller is not None else 0
+            p.propose_isr(new_isr)  # acks wait for added members from now on, not from the write
+            try:
+                written = await self.store.set_partition_state(
+                    p.topic,
+                    p.index,
+                    st.evolve(isr=new_isr),
+                    expected_version=st.version,
+                    controller_epoch=epoch,
+                )
+            except MetadataError as e:  # a conflict, a fence, etcd away or refusing: next round
+                log.debug("ISR change of %s-%d not recorded: %s", p.topic, p.index, e)
+                continue
+            log.info("%s-%d: ISR %s -> %s", p.topic, p.index, list(st.isr), new_isr)
+            if set(st.isr) - set(new_isr):
+                self.broker.metrics.on_isr_shrink()
+            if set(new_isr) - set(st.isr):
+                self.broker.metrics.on_isr_expand()
+            if self._set_state(p.topic, p.index, written):
+                self._apply_role(p.topic, p.index)
 
     def _hosted(self, p: Partition) -> bool:
         return self.broker.replicas.local_partition(p.topic, p.index) is p
