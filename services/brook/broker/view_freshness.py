@@ -92,7 +92,10 @@ class ViewMarker:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            await self._mark(loop)
+            try:
+                await self._mark(loop)
+            except Exception:  # the marks must go on: without them the broker's fence stays closed
+                log.exception("broker %d: view mark failed", self._node_id)
             await asyncio.sleep(self._interval_s)
 
     async def _mark(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -170,6 +170,10 @@ class ControllerElection:
                 log.info("broker %d: controller election: %s; retrying", self.broker_id, e)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 1.0)
+            except Exception:  # a broker that stopped campaigning could never be controller again
+                log.exception("broker %d: controller election failed; campaigning again", self.broker_id)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     async def _campaign(self) -> tuple[bool, int]:
         """One attempt. Returns (won, revision at which the outcome was observed)."""

@@ -319,7 +319,10 @@ class ShareCoordinator:
     async def _sweep_loop(self) -> None:
         while True:
             await asyncio.sleep(_SWEEP_S)
-            await self._sweep()
+            try:
+                await self._sweep()
+            except Exception:  # one failed sweep must not end member and lock expiry for good
+                log.exception("share group sweep failed")
 
     async def _sweep(self) -> None:
         expired = self.groups.expire()
