@@ -50,6 +50,12 @@ class Verdict:
         return f"{counts}, {self.aborted_txns} aborted, {self.consumed} consumed; problems: {bad or 'none'}"
 
 
+# An idempotent producer this long without a delivery while it has records to send is taken as stuck:
+# longer than any fault and its recovery, and than a request's timeout (30 s); shorter than the
+# soak's 60 s wait for acknowledgements, so a stuck client is not read as a stalled cluster.
+WEDGED_S = 45.0
+
+
 class Workload:
     def __init__(self, bootstrap: str, topic: str, txn_topic: str, group: str) -> None:
         self.bootstrap, self.topic, self.txn_topic, self.group = bootstrap, topic, txn_topic, group
@@ -89,18 +95,30 @@ class Workload:
         return {"bootstrap.servers": self.bootstrap, "retry.backoff.ms": 50, **extra}
 
     def _idem(self) -> None:
+        delivered_at = [time.monotonic()]
+
         def delivered(err: Any, msg: Any) -> None:
             with self._lock:
                 if err is None:
                     self.acked.add(msg.value())
+                    delivered_at[0] = time.monotonic()
                 else:
                     self.errors[f"idempotent: {err.name()}"] += 1
 
         n = 0
         while not self._producers_done.is_set():
-            p = Producer(self._config(acks="all", **{"enable.idempotence": True, "linger.ms": 5}))
+            # debug=eos: the producer's idempotence states (drains, epoch bumps) in the log, so a
+            # producer that stops sending can be read afterwards.
+            idempotent = {"enable.idempotence": True, "linger.ms": 5}
+            p = Producer(self._config(acks="all", debug="eos", **idempotent))
+            delivered_at[0] = time.monotonic()
             try:
                 while not self._producers_done.is_set():
+                    if time.monotonic() - delivered_at[0] > WEDGED_S:
+                        # A soak saw one librdkafka producer deliver nothing more after a burst of
+                        # leader changes while a new one was served at once: counted, and replaced.
+                        self.errors[f"idempotent producer: nothing delivered in {WEDGED_S:.0f} s"] += 1
+                        break
                     try:
                         p.produce(self.topic, b"i-%08d" % n, key=b"%d" % (n % 16), on_delivery=delivered)
                     except BufferError:  # the local queue is full while the cluster is away: retry n
@@ -108,7 +126,7 @@ class Workload:
                         continue
                     p.poll(0.002)
                     n += 1
-                p.flush(60)
+                p.flush(60 if self._producers_done.is_set() else 5)
             except KafkaException as e:
                 # Fatal for this producer (its queued records fail: unacknowledged, maybe written);
                 # a broker's wrong answer is the usual cause, so it is counted, and a new producer
