@@ -1,34 +1,84 @@
-"""The leader's ISR loop outlives a round that fails: a loop that died with one unexpected error
-would stop shrinking and expanding the ISRs of every partition the broker leads, for good."""
+"""Background loops outlive a round that fails. A loop that died of one unexpected error stops its
+work for good, silently: the leader's ISR changes (acks=all then fails), the view marks (the
+broker's fence stays closed), share-group member and lock expiry, the controller election (the broker
+could never be controller again)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
 from brook.broker import cluster
 from brook.broker.cluster import ClusterNode
+from brook.broker.view_freshness import ViewMarker
+from brook.metadata.election import ControllerElection
+from brook.share import coordinator as share
+from brook.share.coordinator import ShareCoordinator
 
 
 class Rounds:
+    """A round that fails the first time and stops the loop (the broker stopping) the third."""
+
     def __init__(self) -> None:
         self.calls = 0
+        self._node_id = self.broker_id = 1
+        self._interval_s = 0.001
 
-    async def _isr_round(self) -> None:
+    async def round(self, *_: object) -> None:
         self.calls += 1
         if self.calls == 1:
             raise RuntimeError("a bug in one round")
         if self.calls == 3:
-            raise asyncio.CancelledError  # the broker stops
+            raise asyncio.CancelledError
 
 
+def _isr(r: Rounds) -> Coroutine[Any, Any, None]:
+    r._isr_round = r.round  # type: ignore[attr-defined]
+    return ClusterNode._isr_loop(r)  # type: ignore[arg-type]
+
+
+def _marks(r: Rounds) -> Coroutine[Any, Any, None]:
+    r._mark = r.round  # type: ignore[attr-defined]
+    return ViewMarker.run(r)  # type: ignore[arg-type]
+
+
+def _sweep(r: Rounds) -> Coroutine[Any, Any, None]:
+    r._sweep = r.round  # type: ignore[attr-defined]
+    return ShareCoordinator._sweep_loop(r)  # type: ignore[arg-type]
+
+
+def _election(r: Rounds) -> Coroutine[Any, Any, None]:
+    async def campaign() -> tuple[bool, int]:
+        await r.round()
+        return False, 0
+
+    async def follow(revision: int) -> None:
+        pass
+
+    r._campaign, r._follow = campaign, follow  # type: ignore[attr-defined]
+    return ControllerElection._run(r)  # type: ignore[arg-type]
+
+
+LOOPS: dict[str, tuple[Callable[[Rounds], Coroutine[Any, Any, None]], str]] = {
+    "ISR changes": (_isr, "ISR round failed"),
+    "view marks": (_marks, "view mark failed"),
+    "share group sweep": (_sweep, "share group sweep failed"),
+    "controller election": (_election, "controller election failed"),
+}
+
+
+@pytest.mark.parametrize("loop", LOOPS)
 def test_a_failed_round_does_not_end_the_loop(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    loop: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr(cluster, "_ISR_CHECK_S", 0.001)
+    monkeypatch.setattr(share, "_SWEEP_S", 0.001)
+    start, logged = LOOPS[loop]
     rounds = Rounds()
     with pytest.raises(asyncio.CancelledError):
-        asyncio.run(ClusterNode._isr_loop(rounds))  # type: ignore[arg-type]
+        asyncio.run(start(rounds))
     assert rounds.calls == 3
-    assert "ISR round failed" in caplog.text
+    assert logged in caplog.text
