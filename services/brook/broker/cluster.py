@@ -416,7 +416,11 @@ class ClusterNode(ClusterAdmin):
             self._unfollow(p)
             p.become_leader(role)
             if not was_leader:
-                self.broker.coordinator_partition_loaded(topic, index)
+                try:
+                    self.broker.coordinator_partition_loaded(topic, index)
+                except KafkaError as e:  # its log failed to read: the log directory is offline now,
+                    # and the broker leaves; it loads the partition when it leads it again
+                    log.warning("%s-%d: its coordinator could not load it: %s", topic, index, e.message)
         else:
             p.become_follower(role)
             if was_leader:
