@@ -167,3 +167,27 @@ def test_a_lease_granted_after_etcd_came_back_is_not_taken_as_expired(etcd: Etcd
                 await back
 
     run(scenario(), timeout=60)
+
+
+def test_a_grant_answered_late_is_asked_again(etcd: EtcdProcess) -> None:
+    """A grant sent while etcd is paused is answered only when it resumes, 1.5 TTL later: counted
+    from its sending the lease would be expired on arrival. Attempts are abandoned after half the
+    TTL and sent again, so the lease kept is one etcd granted just now."""
+
+    async def scenario() -> None:
+        async with EtcdClient(etcd.endpoint, timeout=10.0, retry_for=20.0) as client:
+            await client.revision()
+            assert etcd.proc is not None
+            os.kill(etcd.proc.pid, signal.SIGSTOP)
+            loop = asyncio.get_running_loop()
+            resume = loop.call_later(3 * TTL / 2, os.kill, etcd.proc.pid, signal.SIGCONT)
+            try:
+                lease = await KeptLease.grant(client, TTL)
+                await asyncio.sleep(TTL)
+                assert lease.alive, lease.lost_reason
+                await lease.revoke()
+            finally:
+                resume.cancel()
+                os.kill(etcd.proc.pid, signal.SIGCONT)
+
+    run(scenario(), timeout=60)

@@ -42,11 +42,15 @@ class KeptLease:
             # The TTL runs from no earlier than the sending of the attempt that succeeded: retried
             # here, not inside the client, so a grant that took longer than the TTL (etcd away)
             # is not taken as expired at its first check (a soak's needless re-registrations).
+            # An attempt waits half the TTL at most: one sent into a cut network and answered when it
+            # heals would count its TTL from long before etcd granted it (the lease it may have
+            # granted expires unused).
             asked = loop.time()
             try:
-                lease = await client.grant_lease(ttl, retry=False)
+                async with asyncio.timeout(ttl / 2):
+                    lease = await client.grant_lease(ttl, retry=False)
                 break
-            except EtcdUnavailableError:
+            except (EtcdUnavailableError, TimeoutError):
                 if loop.time() >= deadline:
                     raise
                 await asyncio.sleep(delay)
