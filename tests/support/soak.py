@@ -255,7 +255,9 @@ def main() -> None:
         ap.error(f"unknown fault kinds: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory(prefix="brook-soak-") as root:
         report = soak(Path(root), a.faults, a.seed, kinds, a.minutes)
-        if not report["ok"]:  # the brokers' and etcd's logs outlive a failed run, for reading
+        errors = report.get("client_errors") or {}
+        stuck = any("nothing delivered" in str(k) for k in errors)  # a stuck client: read its brokers
+        if not report["ok"] or stuck:  # the brokers' and etcd's logs outlive such a run, for reading
             kept = Path(tempfile.gettempdir()) / f"brook-soak-{a.seed}-logs"
             kept.mkdir(exist_ok=True)
             for log in Path(root).glob("*.log"):
