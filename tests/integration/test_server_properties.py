@@ -110,6 +110,7 @@ def every_supported_property(data: Path, port: int, tls: Path) -> dict[str, str]
         "ssl.keystore.location": str(tls / "server.pem"),
         "ssl.truststore.location": str(tls / "ca.pem"),
         "ssl.client.auth": "requested",
+        "ssl.enabled.protocols": "TLSv1.3",
         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
         "connections.max.reauth.ms": "60000",
         "connection.failed.authentication.delay.ms": "50",
