@@ -55,8 +55,11 @@ class IcebergRestServer:
             "CATALOG_REST_PORT": str(self.port),
             "CATALOG_WAREHOUSE": self.warehouse.resolve().as_uri(),
             # A file, not the server's default jdbc:sqlite::memory:, where each pooled connection
-            # would be a database of its own once two requests overlap.
-            "CATALOG_URI": f"jdbc:sqlite:{(self.root / 'catalog.db').resolve()}",
+            # would be a database of its own once two requests overlap. Two pooled connections
+            # committing at once wait for SQLite's write lock (busy_timeout) instead of failing
+            # with SQLITE_BUSY: on a loaded machine the server answered a partition's commits 500
+            # "database is locked" for a minute.
+            "CATALOG_URI": f"jdbc:sqlite:{(self.root / 'catalog.db').resolve()}?busy_timeout=30000",
         }
         cmd = [java_bin(), *JVM_OPTS, "-cp", classpath(), MAIN]
         with open(self.log_path, "ab") as log:
