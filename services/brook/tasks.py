@@ -8,8 +8,9 @@ these helpers wait with asyncio.wait instead, which lets the caller's cancellati
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,23 @@ async def wait_finished(*tasks: asyncio.Task[Any]) -> None:
     for t in tasks:
         if not t.cancelled() and t.exception() is not None:
             log.error("background task %s failed", t.get_name(), exc_info=t.exception())
+
+
+async def every(interval_s: float, job: Callable[[], object], what: str, *, first: bool = False) -> None:
+    """Run `job` (a function, or one that returns an awaitable) every `interval_s` seconds until
+    cancelled; `first`: once at once, before the first wait. A round that raises is logged and the
+    next one runs: a background duty (ISR checks, expiry, the view marks that keep the fence open) that
+    ended with its first error would fail the broker for good without a word."""
+    if not first:
+        await asyncio.sleep(interval_s)
+    while True:
+        try:
+            result = job()
+            if inspect.isawaitable(result):
+                await result
+        except Exception:
+            log.exception("%s failed; trying again in %.3g s", what, interval_s)
+        await asyncio.sleep(interval_s)
 
 
 def raise_if_cancelling() -> None:

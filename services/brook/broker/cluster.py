@@ -48,7 +48,7 @@ from brook.protocol.errors import ErrorCode, KafkaError
 from brook.replication.fetchers import ReplicaFetchers
 from brook.replication.isr import due_isr_changes
 from brook.replication.replica import LeaderAndIsr
-from brook.tasks import cancel_and_wait
+from brook.tasks import cancel_and_wait, every
 
 from .cluster_admin import ClusterAdmin, topic_meta
 from .cluster_metadata import BrokerHost, LiveBroker
@@ -150,7 +150,10 @@ class ClusterNode(ClusterAdmin):
             self.node_id, self.store, self.registry, lambda: self.revision, self._restart_watch, self.view
         )
         self._tasks.append(asyncio.create_task(marker.run(), name=f"broker-{self.node_id}-view-marks"))
-        self._tasks.append(asyncio.create_task(self._isr_loop(), name=f"broker-{self.node_id}-isr"))
+        # The ISR loop outlives any one failed round: a leader that stopped shrinking and expanding
+        # ISRs would fail acks=all for good.
+        isr = every(_ISR_CHECK_S, self._isr_round, "ISR round")
+        self._tasks.append(asyncio.create_task(isr, name=f"broker-{self.node_id}-isr"))
         log.info(
             "broker %d joined cluster %s (%d brokers live)", self.node_id, self.cluster_id, len(self.live)
         )
@@ -454,18 +457,10 @@ class ClusterNode(ClusterAdmin):
         return (p.topic, p.index) in self.reassignments
 
     # -- ISR ---------------------------------------------------------------------------------------
-    async def _isr_loop(self) -> None:
+    async def _isr_round(self) -> None:
         """Every _ISR_CHECK_S, the ISR decisions of the led partitions that may need one: those whose
         followers' state changed since they were last settled (Partition.isr_settled), and those counted
         as fetching by a follower's fetch session that stopped fetching for the lag time."""
-        while True:
-            await asyncio.sleep(_ISR_CHECK_S)
-            try:
-                await self._isr_round()
-            except Exception:  # the loop must outlive any one round: a leader that stops shrinking
-                log.exception("ISR round failed")  # and expanding ISRs fails acks=all for good
-
-    async def _isr_round(self) -> None:
         replicas, lag = self.broker.replicas, self.settings.replica_lag_time_max_ms
         due = replicas.isr_due
         due.update(self.broker.fetch_sessions.stale_partitions(now_ms(), lag))

@@ -12,7 +12,7 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from brook.config import TopicConfig, validate_topic_config
@@ -20,7 +20,7 @@ from brook.log import LogDirHealth, PartitionLog
 from brook.log.checkpoint import fsync_dir
 from brook.protocol.errors import ErrorCode, KafkaError
 from brook.settings.broker import BrokerSettings
-from brook.tasks import cancel_and_wait
+from brook.tasks import cancel_and_wait, every
 
 from .leader_fence import LeaderFence
 from .partition import Partition
@@ -63,7 +63,7 @@ class ReplicaManager:
             (s.cleaner_backoff_ms, self.compact_due),
             (s.producer_id_expiration_check_interval_ms, self.expire_producers),
         ):
-            self._tasks.append(asyncio.create_task(self._every(interval_ms, fn)))
+            self._tasks.append(asyncio.create_task(every(interval_ms / 1000, fn, fn.__name__)))
 
     async def stop(self) -> None:
         await cancel_and_wait(*self._tasks)
@@ -72,14 +72,6 @@ class ReplicaManager:
             p.wake_fetchers()
             p.close()  # with a producer-state snapshot at its log end
         self._partitions.clear()
-
-    async def _every(self, interval_ms: int, fn: Callable[[], object]) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                fn()
-            except Exception:
-                log.exception("periodic task %s failed", getattr(fn, "__name__", fn))
 
     def expire_producers(self) -> None:
         """Forget, in every partition hosted here, the producers idle for producer.id.expiration.ms."""

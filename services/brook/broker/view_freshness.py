@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from brook.metadata import BrokerRegistry, EtcdMetadataStore, MetadataError
+from brook.tasks import every
 
 log = logging.getLogger(__name__)
 
@@ -90,15 +91,11 @@ class ViewMarker:
         self._interval_s = interval_s
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            try:
-                await self._mark(loop)
-            except Exception:  # the marks must go on: without them the broker's fence stays closed
-                log.exception("broker %d: view mark failed", self._node_id)
-            await asyncio.sleep(self._interval_s)
+        """Mark until cancelled; the marks outlive a failed one: without them the fence stays closed."""
+        await every(self._interval_s, self._mark, f"broker {self._node_id}: view mark", first=True)
 
-    async def _mark(self, loop: asyncio.AbstractEventLoop) -> None:
+    async def _mark(self) -> None:
+        loop = asyncio.get_running_loop()
         lease = self._registry.lease_id
         if lease is None or not self._registry.registered.is_set():
             return  # no lease to write under: the fence is closed by the registration anyway

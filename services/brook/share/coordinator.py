@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from brook.protocol.errors import ErrorCode, KafkaError
-from brook.tasks import cancel_and_wait
+from brook.tasks import cancel_and_wait, every
 
 from .group import ShareGroups, TimingsOf, TopicsView
 from .partition import Counts, SharePartition, ShareSettings
@@ -87,7 +87,8 @@ class ShareCoordinator:
         return self._clock_ms()
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._sweep_loop())
+        # One failed sweep must not end member and lock expiry for good.
+        self._task = asyncio.create_task(every(_SWEEP_S, self._sweep, "share group sweep"))
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -315,14 +316,6 @@ class ShareCoordinator:
         """Records became available again (released, or their lock expired): waiting fetches look."""
         for w in list(self._listeners):
             w.wake(self, True)
-
-    async def _sweep_loop(self) -> None:
-        while True:
-            await asyncio.sleep(_SWEEP_S)
-            try:
-                await self._sweep()
-            except Exception:  # one failed sweep must not end member and lock expiry for good
-                log.exception("share group sweep failed")
 
     async def _sweep(self) -> None:
         expired = self.groups.expire()

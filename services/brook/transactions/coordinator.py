@@ -28,7 +28,7 @@ from brook.protocol.txn_records import (
     encode_txn_key,
     encode_txn_value,
 )
-from brook.tasks import cancel_and_wait, run_to_end
+from brook.tasks import cancel_and_wait, every, run_to_end
 
 from . import state as sm
 from .state import Partition, TxnMetadata, TxnState
@@ -113,7 +113,7 @@ class TransactionCoordinator:
             (s.abort_check_interval_ms, self.abort_expired, "aborting expired transactions"),
             (s.remove_expired_interval_ms, self.remove_expired_ids, "removing expired transactional ids"),
         ):
-            self._tasks.append(asyncio.create_task(self._every(interval_ms, job, what)))
+            self._tasks.append(asyncio.create_task(every(interval_ms / 1000, job, what)))
 
     async def stop(self) -> None:
         await cancel_and_wait(*self._tasks, *self._completing.values())
@@ -360,15 +360,6 @@ class TransactionCoordinator:
             return sm.expired(meta, now_ms)
         elapsed_ms = (time.monotonic() - began[1]) * 1000
         return sm.expired(replace(meta, start_ms=0), int(elapsed_ms))
-
-    @staticmethod
-    async def _every(interval_ms: int, job: Callable[[], Awaitable[int]], what: str) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await job()
-            except Exception:
-                log.exception("%s failed", what)
 
     async def remove_expired_ids(self) -> int:
         """Forget the transactional ids unused for transactional.id.expiration.ms with no transaction in

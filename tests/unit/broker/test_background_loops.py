@@ -11,12 +11,9 @@ from typing import Any
 
 import pytest
 
-from brook.broker import cluster
-from brook.broker.cluster import ClusterNode
 from brook.broker.view_freshness import ViewMarker
 from brook.metadata.election import ControllerElection
-from brook.share import coordinator as share
-from brook.share.coordinator import ShareCoordinator
+from brook.tasks import every
 
 
 class Rounds:
@@ -35,21 +32,6 @@ class Rounds:
             raise asyncio.CancelledError
 
 
-def _isr(r: Rounds) -> Coroutine[Any, Any, None]:
-    r._isr_round = r.round  # type: ignore[attr-defined]
-    return ClusterNode._isr_loop(r)  # type: ignore[arg-type]
-
-
-def _marks(r: Rounds) -> Coroutine[Any, Any, None]:
-    r._mark = r.round  # type: ignore[attr-defined]
-    return ViewMarker.run(r)  # type: ignore[arg-type]
-
-
-def _sweep(r: Rounds) -> Coroutine[Any, Any, None]:
-    r._sweep = r.round  # type: ignore[attr-defined]
-    return ShareCoordinator._sweep_loop(r)  # type: ignore[arg-type]
-
-
 def _election(r: Rounds) -> Coroutine[Any, Any, None]:
     async def campaign() -> tuple[bool, int]:
         await r.round()
@@ -62,20 +44,39 @@ def _election(r: Rounds) -> Coroutine[Any, Any, None]:
     return ControllerElection._run(r)  # type: ignore[arg-type]
 
 
+def _every(r: Rounds) -> Coroutine[Any, Any, None]:
+    """brook.tasks.every, which the ISR loop, the view marks, the share-group sweep, the replica
+    manager's timers (retention, flush, compaction, producer expiry) and the transaction
+    coordinator's expiry run on."""
+    return every(0.001, r.round, "a duty")
+
+
+def _every_sync(r: Rounds) -> Coroutine[Any, Any, None]:
+    def job() -> None:
+        r.calls += 1
+        if r.calls == 1:
+            raise RuntimeError("a bug in one round")
+        if r.calls == 3:
+            raise asyncio.CancelledError
+
+    return every(0.001, job, "a duty", first=True)
+
+
+def _marks(r: Rounds) -> Coroutine[Any, Any, None]:
+    r._mark = r.round  # type: ignore[attr-defined]
+    return ViewMarker.run(r)  # type: ignore[arg-type]
+
+
 LOOPS: dict[str, tuple[Callable[[Rounds], Coroutine[Any, Any, None]], str]] = {
-    "ISR changes": (_isr, "ISR round failed"),
+    "every, a coroutine": (_every, "a duty failed"),
+    "every, a function": (_every_sync, "a duty failed"),
     "view marks": (_marks, "view mark failed"),
-    "share group sweep": (_sweep, "share group sweep failed"),
     "controller election": (_election, "controller election failed"),
 }
 
 
 @pytest.mark.parametrize("loop", LOOPS)
-def test_a_failed_round_does_not_end_the_loop(
-    loop: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    monkeypatch.setattr(cluster, "_ISR_CHECK_S", 0.001)
-    monkeypatch.setattr(share, "_SWEEP_S", 0.001)
+def test_a_failed_round_does_not_end_the_loop(loop: str, caplog: pytest.LogCaptureFixture) -> None:
     start, logged = LOOPS[loop]
     rounds = Rounds()
     with pytest.raises(asyncio.CancelledError):
