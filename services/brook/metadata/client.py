@@ -110,6 +110,10 @@ class _ChannelClosed(Exception):
     """A call cancelled by gRPC because another task closed its channel."""
 
 
+class _Unanswered(Exception):
+    """An attempt that got no answer in the time it was given."""
+
+
 def _task_cancelling() -> bool:
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
@@ -273,14 +277,29 @@ class EtcdClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _run(self, call: Callable[[Any], Awaitable[T]], *, retry: bool, keepalive: bool = False) -> T:
+    async def _run(
+        self,
+        call: Callable[[Any], Awaitable[T]],
+        *,
+        retry: bool,
+        keepalive: bool = False,
+        attempt_s: float | None = None,
+    ) -> T:
+        """Run `call` on a client, retried while etcd is unavailable for up to retry_for (`retry`);
+        `attempt_s` bounds each attempt, one that takes longer counting as etcd unavailable."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.retry_for
         delay = 0.05
         while True:
             client = self._keepalive_aetcd() if keepalive else self._aetcd()
+            e: Exception
             try:
-                return await call(client)
+                async with asyncio.timeout(attempt_s):
+                    return await call(client)
+            except TimeoutError as timed_out:  # only asyncio.timeout's: gRPC's own are AioRpcErrors
+                e = _Unanswered(f"no answer in {attempt_s:g} s")
+                e.__cause__ = timed_out
+                self._failover(client)
             except asyncio.CancelledError as cancelled:
                 if _task_cancelling():
                     raise
@@ -288,7 +307,7 @@ class EtcdClient:
                 # a refresh got no answer, _drop): this call failed, its task was not cancelled. As a
                 # CancelledError it ended another lease's keep-alive task without a word, and a broker
                 # whose registration lease that was stayed out of the cluster (a soak, 2 of 3 brokers).
-                e: Exception = _ChannelClosed("its etcd channel was closed during the call")
+                e = _ChannelClosed("its etcd channel was closed during the call")
                 e.__cause__ = cancelled
             except Exception as exc:
                 e = exc
@@ -428,11 +447,17 @@ class EtcdClient:
     # ---- leases ----
 
     async def grant_lease(self, ttl: int, *, retry: bool = True) -> Lease:
-        async def call(c: Any) -> Lease:
-            lease = await c.lease(int(ttl))
-            return Lease(int(lease.id), int(lease.ttl))
+        """A new lease. Each attempt waits half the TTL at most: one sent into a cut network and
+        answered when it heals would count its TTL from long before etcd granted it (the lease it
+        may have granted expires unused)."""
+        loop = asyncio.get_running_loop()
 
-        return await self._run(call, retry=retry)
+        async def call(c: Any) -> Lease:
+            asked = loop.time()
+            lease = await c.lease(int(ttl))
+            return Lease(int(lease.id), int(lease.ttl), asked)
+
+        return await self._run(call, retry=retry, attempt_s=ttl / 2)
 
     async def refresh_lease(self, lease_id: int, *, retry: bool = False) -> int:
         """Keep a lease alive; returns its TTL again, 0 when etcd no longer has it (expired)."""

@@ -37,6 +37,9 @@ class RangeResult:
 class Lease:
     id: int
     ttl: int
+    # The event loop's time when the attempt that got the lease was sent: its TTL runs from no
+    # earlier than that, however long the retries before it took.
+    asked_at: float
 
 
 class Target(Enum):

@@ -8,7 +8,7 @@ import logging
 from brook.tasks import cancel_and_wait, raise_if_cancelling
 
 from .client import EtcdClient
-from .errors import EtcdUnavailableError, MetadataError
+from .errors import MetadataError
 
 log = logging.getLogger(__name__)
 
@@ -35,27 +35,11 @@ class KeptLease:
     async def grant(cls, client: EtcdClient, ttl: int) -> KeptLease:
         if ttl < 1:
             raise ValueError("lease TTL must be at least 1 second")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + client.retry_for
-        delay = 0.05
-        while True:
-            # The TTL runs from no earlier than the sending of the attempt that succeeded: retried
-            # here, not inside the client, so a grant that took longer than the TTL (etcd away)
-            # is not taken as expired at its first check (a soak's needless re-registrations).
-            # An attempt waits half the TTL at most: one sent into a cut network and answered when it
-            # heals would count its TTL from long before etcd granted it (the lease it may have
-            # granted expires unused).
-            asked = loop.time()
-            try:
-                async with asyncio.timeout(ttl / 2):
-                    lease = await client.grant_lease(ttl, retry=False)
-                break
-            except (EtcdUnavailableError, TimeoutError):
-                if loop.time() >= deadline:
-                    raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.5)
-        kept = cls(client, lease.id, lease.ttl, asked)
+        # Each attempt bounded, and the TTL counted from the one that succeeded (Lease.asked_at): a
+        # grant that took longer than the TTL (etcd away) is not taken as expired at its first check
+        # (a soak's needless re-registrations).
+        lease = await client.grant_lease(ttl)
+        kept = cls(client, lease.id, lease.ttl, lease.asked_at)
         kept._task = asyncio.create_task(kept._keepalive(), name=f"etcd-lease-{lease.id:x}")
         return kept
 
