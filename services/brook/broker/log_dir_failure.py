@@ -132,6 +132,11 @@ class LogDirFailureHandler:
             failure = health.failure
             if broker.replicas.reopen_logs():
                 return failure
+            if loop.time() - logged >= _STILL_OFFLINE_LOG_S:
+                logged = loop.time()
+                log.warning(
+                    "log directory %s is still offline: reopening failed: %s", health.path, health.failure
+                )
 
     async def _rejoin(self) -> None:
         while not self._health.offline:

@@ -48,6 +48,7 @@ class LogDirHealth:
         self.failure: str | None = None  # why it is offline (None: online)
         self.offline_since: float = 0.0  # time.monotonic() of the failure
         self.failures = 0  # times it went offline (tests, logs)
+        self._reopening = False
         self._listeners: list[Callable[[LogDirHealth], None]] = []
 
     @property
@@ -78,6 +79,9 @@ class LogDirHealth:
         if self.failure is not None:
             return
         self.failure = f"{what}: {_describe(e)}"
+        if self._reopening:  # still offline, not offline anew: the one reopening says so, seldom
+            log.debug("log directory %s: reopening failed: %s", self.path, self.failure)
+            return
         self.offline_since = time.monotonic()
         self.failures += 1
         log.error(
@@ -116,14 +120,19 @@ class LogDirHealth:
     @contextlib.contextmanager
     def reopening(self) -> Iterator[str | None]:
         """Online while the broker reopens the directory's logs (yields why it was offline): a failure
-        meanwhile takes it offline anew, any other exception puts it back offline as it was."""
+        meanwhile takes it offline again, as a failed probe would (no ERROR, no listeners: a read
+        that fails for as long as a disk does would otherwise say so at every probe), any other
+        exception puts it back offline as it was."""
         failure, self.failure = self.failure, None
+        self._reopening = True
         try:
             yield failure
         except BaseException:
             if self.failure is None:
                 self.failure = failure
             raise
+        finally:
+            self._reopening = False
 
 
 class _Guard:

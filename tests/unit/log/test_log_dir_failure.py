@@ -208,7 +208,13 @@ def test_probe_and_reopening(tmp_path: Path, caplog: pytest.LogCaptureFixture) -
         assert not health.offline
         raise RuntimeError("a bug while reopening")
     assert health.failure == "append to t-0: [ENOSPC] No space left on device"  # offline as it was
+    with caplog.at_level(logging.ERROR), health.reopening():  # a disk whose reads fail for a while
+        health.fail("opening t-0", OSError(errno.EIO, os.strerror(errno.EIO)))
+    assert health.failure == "opening t-0: [EIO] Input/output error"  # offline still, not anew:
+    assert len(_errors(caplog)) == 1 and len(seen) == 1  # no ERROR, no listeners at every probe
     with health.reopening() as why:
-        assert why == "append to t-0: [ENOSPC] No space left on device"
+        assert why == "opening t-0: [EIO] Input/output error"
     assert not health.offline
     health.check()
+    health.fail("append to t-0", OSError(errno.EIO, os.strerror(errno.EIO)))  # offline anew: said
+    assert len(_errors(caplog)) == 2 and len(seen) == 2
