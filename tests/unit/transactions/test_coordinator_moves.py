@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from brook.protocol.errors import ErrorCode, KafkaError
+from brook.transactions import coordinator as txn_coordinator
 from brook.transactions.coordinator import TransactionCoordinator, TxnSettings
 from brook.transactions.state import TxnState
 
@@ -122,5 +123,42 @@ def test_a_write_whose_request_went_away_still_completes() -> None:
         assert e.value.code == ErrorCode.CONCURRENT_TRANSACTIONS
         assert len(log.batches) > written
         assert c.describe("t1").producer_epoch == epoch + 1
+
+    asyncio.run(run())
+
+
+def test_a_long_partition_is_replayed_in_the_background_answering_load_in_progress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Replayed in one go, a long `__transaction_state` partition held a soak broker's event loop
+    past its etcd lease; now the replay yields, and its ids are answered COORDINATOR_LOAD_IN_PROGRESS
+    (retriable, as Kafka answers) until it has ended."""
+
+    async def run() -> None:
+        log = StateLog()
+        first = coordinator(log)
+        pids = {f"t{i}": (await first.init_producer_id(f"t{i}", 60_000))[0] for i in range(20)}
+        monkeypatch.setattr(txn_coordinator, "_LOAD_SLICE_S", 0.0)  # every batch is a slice
+        log.epoch = 1
+        again = coordinator(log)
+        with pytest.raises(KafkaError) as e:
+            await again.init_producer_id("t0", 60_000)
+        assert e.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        for _ in range(200):  # the event loop is free between slices: the replay ends by itself
+            await asyncio.sleep(0)
+        assert {t: again._txns[t].producer_id for t in pids} == pids
+        pid, epoch = await again.init_producer_id("t0", 60_000)
+        assert (pid, epoch) == (pids["t0"], 1)
+
+        log.epoch = 2
+        moved = coordinator(log)
+        replay = moved._loading[0][1]
+        moved.unload_partition(0)  # another broker leads it now: the replay stops, nothing is kept
+        for _ in range(200):
+            await asyncio.sleep(0)
+        assert replay.cancelled() and moved._txns == {}
+        with pytest.raises(KafkaError) as e:
+            await moved.init_producer_id("t0", 60_000)
+        assert e.value.code == ErrorCode.NOT_COORDINATOR
 
     asyncio.run(run())
