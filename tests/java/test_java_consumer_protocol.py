@@ -27,14 +27,17 @@ pytestmark = pytest.mark.slow
 def test_two_members_split_consume_and_commit(jbroker: BrokerProcess, java: JavaClients) -> None:
     topic, group = "kip848", "g-kip848"
     create(java, jbroker.bootstrap, topic, partitions=6)
-    produce(java, jbroker.bootstrap, topic, 120)
+    sent = produce(java, jbroker.bootstrap, topic, 120)
+    assert len(sent) == 120, sent
     new = {"group.protocol": "consumer"}
     consumer(java, "c1", jbroker.bootstrap, group, **new)
     java.call("subscribe", name="c1", topics=[topic])
     first: list[list[object]] = [[]]
     poll_until(java, ["c1"], lambda: len(java.call("assignment", name="c1")) == 6)
     first = poll_until(java, ["c1"], lambda: True)
-    while len(first[0]) < 120:
+    deadline = time.monotonic() + 60
+    while len(first[0]) < 120:  # bounded: once it polled on for 300 s with records missing
+        assert time.monotonic() < deadline, (len(first[0]), java.call("assignment", name="c1"))
         first[0] += poll_until(java, ["c1"], lambda: True)[0]
     java.call("commit_sync", name="c1")  # c2 starts where c1 left off: each record read once
     consumer(java, "c2", jbroker.bootstrap, group, **new)
