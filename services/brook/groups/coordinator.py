@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from brook.protocol.consumer_group_records import CONSUMER_RECORD_TYPES, record_type
 from brook.protocol.errors import ErrorCode, KafkaError
@@ -30,13 +30,13 @@ from brook.protocol.group_records import (
 from brook.protocol.primitives import java_string_hash
 from brook.protocol.share_group_records import SHARE_RECORD_TYPES
 from brook.protocol.txn_records import CONTROL_COMMIT
-from brook.tasks import cancel_and_wait, run_to_end
+from brook.tasks import cancel_and_wait, run_in_slices, run_to_end
 
 from .classic_members import ClassicMembers
 from .commit_checks import split, txn_commits
 from .consumer_coordinator import ConsumerGroups, Heartbeat, HeartbeatResult
 from .consumer_store import Record
-from .group import Group, GroupState, Member, group_record
+from .group import Group, GroupState, group_from_record, group_record
 from .membership import GroupMembership
 from .ports import OffsetCommit, OffsetsLog, OtherGroups
 from .settings import OFFSETS_TOPIC, GroupSettings
@@ -58,6 +58,7 @@ class GroupCoordinator(GroupMembership):
         # TxnOffsetCommit offsets waiting for their transaction's marker: producer id -> group -> offsets
         self._pending_txn: dict[int, dict[str, dict[tuple[str, int], OffsetValue]]] = {}
         self._loaded: set[int] = set()
+        self._loading: dict[int, asyncio.Task[None]] = {}  # partitions being replayed in slices
         self.rebalances = 0
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
@@ -82,8 +83,9 @@ class GroupCoordinator(GroupMembership):
         self.consumer.start()
 
     async def stop(self) -> None:
-        await cancel_and_wait(*self._tasks)
+        await cancel_and_wait(*self._tasks, *self._loading.values())
         self._tasks.clear()
+        self._loading.clear()
         await self.consumer.stop()
         for g in self._groups.values():
             self._cancel_timer(g)
@@ -101,9 +103,19 @@ class GroupCoordinator(GroupMembership):
                     self._loaded.add(p)
 
     def load_partition(self, partition: int) -> None:
-        """Rebuild groups and offsets from one `__consumer_offsets` partition (this broker now leads it)."""
-        if partition in self._loaded:
+        """Rebuild groups and offsets from one `__consumer_offsets` partition (this broker now leads
+        it). A long one is replayed in slices on a task of its own (brook.tasks.run_in_slices), its
+        groups answered COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka does."""
+        if partition in self._loaded or partition in self._loading:
             return
+        task = run_in_slices(lambda: self._replay_partition(partition), f"{OFFSETS_TOPIC}-{partition} replay")
+        if task is not None:
+            self._loading[partition] = task
+
+    def _replay_partition(self, partition: int) -> Iterator[None]:
+        """The partition's records applied in order, one chunk of batches per step. Markers written
+        meanwhile are read here too: the replay reads on to the log's end."""
+        self._forget(partition)  # what an attempt that failed left
         for chunk in self._log.read_batches(partition):
             for batch in iter_batches(chunk):
                 if batch.control_type >= 0:
@@ -119,6 +131,8 @@ class GroupCoordinator(GroupMembership):
                             self._replay(key, value)
                     except Exception as e:  # a record we cannot read must not stop the coordinator
                         log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
+            yield
+        self._loading.pop(partition, None)
         for group in [g for gid, g in self._groups.items() if self.partition_for(gid) == partition]:
             if len(group.members) > self.settings.classic_max_size:  # group.max.size lowered: as Kafka
                 self._prepare_rebalance(group, f"{len(group.members)} members over group.max.size")
@@ -130,6 +144,13 @@ class GroupCoordinator(GroupMembership):
 
     def unload_partition(self, partition: int) -> None:
         self._loaded.discard(partition)
+        task = self._loading.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        self._forget(partition)
+
+    def _forget(self, partition: int) -> None:
+        """Drop the groups and offsets of a partition this broker no longer leads."""
         for gid in [g for g in self._groups if self.partition_for(g) == partition]:
             group = self._groups.pop(gid)
             self._cancel_timer(group)
@@ -194,34 +215,7 @@ class GroupCoordinator(GroupMembership):
         if raw_value is None:
             self._groups.pop(key.group, None)
             return
-        v = decode_group_value(raw_value)
-        g = Group(
-            key.group,
-            generation=v.generation,
-            protocol_type=v.protocol_type or None,
-            protocol=v.protocol,
-            leader=v.leader,
-            state_timestamp=v.state_timestamp,
-        )
-        deadline = asyncio.get_event_loop().time()
-        for m in v.members:
-            member = Member(
-                m.member_id,
-                m.group_instance_id,
-                m.client_id,
-                m.client_host,
-                m.session_timeout,
-                m.rebalance_timeout,
-                v.protocol_type,
-                [(v.protocol or "", m.subscription)],
-                m.assignment,
-            )
-            member.deadline = deadline + m.session_timeout / 1000
-            g.members[m.member_id] = member
-            if m.group_instance_id is not None:
-                g.static_members[m.group_instance_id] = m.member_id
-        g.state = GroupState.STABLE if g.members else GroupState.EMPTY
-        self._groups[key.group] = g
+        self._groups[key.group] = group_from_record(key.group, decode_group_value(raw_value))
 
     # -- coordinator lookup ------------------------------------------------------------------------
     def check_coordinator(self, group_id: str) -> None:
@@ -229,6 +223,8 @@ class GroupCoordinator(GroupMembership):
             raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id is empty")
         p = self.partition_for(group_id)
         if p not in self._loaded:
+            if p in self._loading and self._log.is_local_leader(p):
+                raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"loading group {group_id!r}")
             if not self._log.topic_exists(OFFSETS_TOPIC) or self._log.is_local_leader(p):
                 raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic is not ready")
             raise KafkaError(ErrorCode.NOT_COORDINATOR, f"this broker does not lead {OFFSETS_TOPIC}-{p}")
@@ -260,6 +256,10 @@ class GroupCoordinator(GroupMembership):
 
     def _is_here(self, group_id: str) -> bool:
         return self.partition_for(group_id) in self._loaded
+
+    def _replaying(self, group_id: str) -> bool:
+        """Whether the group's partition is still being replayed (its groups are half read back)."""
+        return bool(self._loading) and self.partition_for(group_id) in self._loading
 
     def describe(self, group_id: str) -> tuple[ErrorCode, Group | None]:
         try:
@@ -544,6 +544,8 @@ class GroupCoordinator(GroupMembership):
         horizon = self.now_ms() - self.settings.offsets_retention_minutes * 60_000
         removed = 0
         for gid, offsets in list(self._offsets.items()):
+            if self._replaying(gid):
+                continue
             group = self._groups.get(gid)
             consumer = self.consumer.groups.get(gid)
             if (group is not None and group.members) or (consumer is not None and consumer.members):

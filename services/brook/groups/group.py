@@ -258,3 +258,34 @@ def group_record(group: Group) -> tuple[bytes, bytes | None]:
         members,
     )
     return encode_key(GroupKey(group.group_id)), encode_group_value(value)
+
+
+def group_from_record(group_id: str, v: GroupValue) -> Group:
+    """The group a metadata record describes, read back: its members' sessions start now."""
+    g = Group(
+        group_id,
+        generation=v.generation,
+        protocol_type=v.protocol_type or None,
+        protocol=v.protocol,
+        leader=v.leader,
+        state_timestamp=v.state_timestamp,
+    )
+    deadline = asyncio.get_event_loop().time()
+    for m in v.members:
+        member = Member(
+            m.member_id,
+            m.group_instance_id,
+            m.client_id,
+            m.client_host,
+            m.session_timeout,
+            m.rebalance_timeout,
+            v.protocol_type,
+            [(v.protocol or "", m.subscription)],
+            m.assignment,
+        )
+        member.deadline = deadline + m.session_timeout / 1000
+        g.members[m.member_id] = member
+        if m.group_instance_id is not None:
+            g.static_members[m.group_instance_id] = m.member_id
+    g.state = GroupState.STABLE if g.members else GroupState.EMPTY
+    return g

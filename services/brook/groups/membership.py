@@ -59,6 +59,9 @@ class GroupMembership:
         """Whether the group's partition of the offsets topic is loaded here."""
         raise NotImplementedError
 
+    def _replaying(self, group_id: str) -> bool:
+        raise NotImplementedError
+
     # -- changing protocol -------------------------------------------------------------------------
     async def _claim_for_classic(self, group_id: str) -> ErrorCode:
         """An empty consumer group becomes a classic one when a classic member joins (Kafka's offline
@@ -554,7 +557,8 @@ class GroupMembership:
         while True:
             await asyncio.sleep(0.1)
             for group in list(self._groups.values()):
-                self._expire_sessions(group)
+                if not self._replaying(group.group_id):
+                    self._expire_sessions(group)
 
     def _expire_sessions(self, group: Group) -> bool:
         """Remove the members whose session deadline has passed; whether there were any. Also run on

@@ -102,6 +102,9 @@ class ShareGroups:
         self._timings = timings
         self._clock = clock
         self.groups: dict[str, ShareGroup] = {}
+        # Groups read back from a partition still being replayed: out of the expiry sweep's sight
+        # (their members have no session yet) until the whole partition is loaded.
+        self._replayed: dict[str, ShareGroup] = {}
         self.store = ShareGroupStore()
         self.write: RecordWriter | None = None  # the group coordinator's, wired by the broker
 
@@ -121,13 +124,15 @@ class ShareGroups:
         return code
 
     def replay(self, raw_key: bytes, raw_value: bytes | None) -> None:
-        self.store.replay(self.groups, raw_key, raw_value)
+        self.store.replay(self._replayed, raw_key, raw_value)
 
     def loaded(self, group_ids: Iterable[str]) -> None:
         """Groups just replayed: every member gets a fresh session; topics unchanged since the group
         wrote its hash keep its epoch (a change bumps it at the next heartbeat)."""
         now, topics = self._clock(), self._topics()
         for gid in group_ids:
+            if gid in self._replayed:
+                self.groups[gid] = self._replayed.pop(gid)
             group = self.groups[gid]
             session_ms, _ = self._timings(gid)
             for m in group.members.values():
@@ -138,12 +143,14 @@ class ShareGroups:
                 group.metadata = metadata
 
     def group_ids(self) -> list[str]:
-        return list(self.groups)
+        """The groups here, with those being read back."""
+        return [*self.groups, *self._replayed]
 
     def drop(self, group_ids: Iterable[str]) -> None:
         """Forget groups (their partition of the offsets topic moved away)."""
         for gid in group_ids:
             self.groups.pop(gid, None)
+            self._replayed.pop(gid, None)
             self.store.forget(gid)
 
     def heartbeat(self, hb: ShareHeartbeat) -> ShareHeartbeatResult:

@@ -28,7 +28,7 @@ from brook.protocol.txn_records import (
     encode_txn_key,
     encode_txn_value,
 )
-from brook.tasks import cancel_and_wait, every, run_to_end
+from brook.tasks import cancel_and_wait, every, run_in_slices, run_to_end
 
 from . import state as sm
 from .state import Partition, TxnMetadata, TxnState
@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 
 TXN_STATE_TOPIC = "__transaction_state"
 _MARKER_RETRY_S = 0.2
-# The longest a coordinator partition's replay holds the event loop at a time (load_partition).
-_LOAD_SLICE_S = 0.02
 
 
 @dataclass(slots=True)
@@ -139,29 +137,23 @@ class TransactionCoordinator:
                     self._loaded[p] = self._log.leader_epoch(p)
 
     def load_partition(self, partition: int) -> None:
-        """Replay one partition (this broker now leads it) and finish what was being ended. A short
-        log is replayed at once; the rest of a long one in slices of _LOAD_SLICE_S on a task of its
-        own, its ids answered COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka does: replayed in one
-        go, 101,319 records held a soak broker's event loop 3.4 s, past its 2 s etcd lease, and the
-        brokers took turns losing their leases as each became the partition's leader."""
+        """Replay one partition (this broker now leads it) and finish what was being ended. A long
+        log is replayed in slices on a task of its own (brook.tasks.run_in_slices), its ids answered
+        COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka does."""
         epoch = self._log.leader_epoch(partition)
         loading = self._loading.get(partition)
         if self._loaded.get(partition) == epoch or (loading is not None and loading[0] == epoch):
             return
         if partition in self._loaded or loading is not None:
             self.unload_partition(partition)  # from an earlier leadership whose end went unseen
-        found: dict[str, TxnMetadata | None] = {}
-        replay = self._replay(partition, found)
-        if _run_slice(replay):
-            self._loaded_state(partition, epoch, found)
-            return
-        task = asyncio.get_running_loop().create_task(
-            self._load_rest(partition, epoch, replay, found), name=f"{TXN_STATE_TOPIC}-{partition}-load"
-        )
-        self._loading[partition] = (epoch, task)
+        task = run_in_slices(lambda: self._replay(partition, epoch), f"{TXN_STATE_TOPIC}-{partition} replay")
+        if task is not None:
+            self._loading[partition] = (epoch, task)
 
-    def _replay(self, partition: int, found: dict[str, TxnMetadata | None]) -> Iterator[None]:
-        """The partition's records into `found` (the last state of each id), one batch per step."""
+    def _replay(self, partition: int, epoch: int) -> Iterator[None]:
+        """The partition's records, one batch per step; the last state of each id is kept once all
+        are read."""
+        found: dict[str, TxnMetadata | None] = {}
         for chunk in self._log.read_batches(partition):
             for _, key, value in iter_records(chunk):
                 if key is None:
@@ -172,21 +164,7 @@ class TransactionCoordinator:
                 except ValueError as e:  # a record we cannot read must not stop the coordinator
                     log.warning("skipping unreadable %s record: %s", TXN_STATE_TOPIC, e)
             yield
-
-    async def _load_rest(
-        self, partition: int, epoch: int, replay: Iterator[None], found: dict[str, TxnMetadata | None]
-    ) -> None:
-        while True:
-            try:
-                while not _run_slice(replay):
-                    await asyncio.sleep(0)
-                break
-            except Exception:  # e.g. a segment the cleaner replaced under the replay: from the start
-                log.exception("%s-%d: replay failed; replaying it again", TXN_STATE_TOPIC, partition)
-                await asyncio.sleep(1)
-                found = {}
-                replay = self._replay(partition, found)
-        del self._loading[partition]
+        self._loading.pop(partition, None)
         self._loaded_state(partition, epoch, found)
 
     def _loaded_state(self, partition: int, epoch: int, found: dict[str, TxnMetadata | None]) -> None:
@@ -452,12 +430,6 @@ class TransactionCoordinator:
 
     def list(self) -> list[TxnMetadata]:
         return [m for t, m in sorted(self._txns.items()) if self.partition_for(t) in self._loaded]
-
-
-def _run_slice(replay: Iterator[None]) -> bool:
-    """Drive `replay` for up to _LOAD_SLICE_S; True when it has ended."""
-    until = time.monotonic() + _LOAD_SLICE_S
-    return all(time.monotonic() < until for _ in replay)
 
 
 def _from_value(tid: str, v: TxnLogValue) -> TxnMetadata:

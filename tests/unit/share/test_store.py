@@ -81,3 +81,18 @@ def test_the_records_round_trip() -> None:
     current = rec.ShareCurrentAssignment(5, 4, 0, {T: {0, 2}})
     assert rec.decode_share_current(rec.encode_share_current(current)) == current
     assert rec.decode_share_epoch(rec.encode_share_epoch(7, -3)) == (7, -3)
+
+
+def test_members_read_back_are_not_expired_before_their_partition_is_loaded() -> None:
+    """Members replayed from the log get their session when the whole partition is loaded; the
+    expiry sweep runs between the slices of a long replay and must not see them before."""
+    log: Log = []
+    g = groups(log)
+    join(g, "a")
+    asyncio.run(g.persist("g", ["a"]))
+    again = groups([])
+    for key, value in log:
+        again.replay(key, value)
+    assert again.expire() == []
+    again.loaded(again.group_ids())
+    assert again.expire() == [] and list(again.groups["g"].members) == ["a"]

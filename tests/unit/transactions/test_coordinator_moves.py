@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from brook import tasks
 from brook.protocol.errors import ErrorCode, KafkaError
-from brook.transactions import coordinator as txn_coordinator
 from brook.transactions.coordinator import TransactionCoordinator, TxnSettings
 from brook.transactions.state import TxnState
 
@@ -138,7 +138,7 @@ def test_a_long_partition_is_replayed_in_the_background_answering_load_in_progre
         log = StateLog()
         first = coordinator(log)
         pids = {f"t{i}": (await first.init_producer_id(f"t{i}", 60_000))[0] for i in range(20)}
-        monkeypatch.setattr(txn_coordinator, "_LOAD_SLICE_S", 0.0)  # every batch is a slice
+        monkeypatch.setattr(tasks, "SLICE_S", 0.0)  # every batch is a slice
         log.epoch = 1
         again = coordinator(log)
         with pytest.raises(KafkaError) as e:
