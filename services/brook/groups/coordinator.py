@@ -115,25 +115,18 @@ class GroupCoordinator(GroupMembership):
     def _replay_partition(self, partition: int) -> Iterator[None]:
         """The partition's records applied in order, one chunk of batches per step. Markers written
         meanwhile are read here too: the replay reads on to the log's end."""
-        self._forget(partition)  # what an attempt that failed left
-        for chunk in self._log.read_batches(partition):
-            for batch in iter_batches(chunk):
-                if batch.control_type >= 0:
-                    self._complete_txn(partition, batch.producer_id, batch.control_type == CONTROL_COMMIT)
-                    continue
-                for key, value in batch.records:
-                    if key is None:
-                        continue
-                    try:
-                        if batch.transactional:
-                            self._replay_txn_offset(batch.producer_id, key, value)
-                        else:
-                            self._replay(key, value)
-                    except Exception as e:  # a record we cannot read must not stop the coordinator
-                        log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
-            yield
+        try:
+            for chunk in self._log.read_batches(partition):
+                self._replay_chunk(partition, chunk)
+                yield
+        except Exception:
+            self._forget(partition)  # a replay that fails leaves nothing half read back
+            raise
         self._loading.pop(partition, None)
+        now = asyncio.get_running_loop().time()
         for group in [g for gid, g in self._groups.items() if self.partition_for(gid) == partition]:
+            for m in group.members.values():
+                m.deadline = now + m.session_timeout_ms / 1000
             if len(group.members) > self.settings.classic_max_size:  # group.max.size lowered: as Kafka
                 self._prepare_rebalance(group, f"{len(group.members)} members over group.max.size")
         self.consumer.loaded([g for g in self.consumer.groups if self.partition_for(g) == partition])
@@ -141,6 +134,22 @@ class GroupCoordinator(GroupMembership):
             share = self.share_groups.group_ids()
             self.share_groups.loaded([g for g in share if self.partition_for(g) == partition])
         self._loaded.add(partition)
+
+    def _replay_chunk(self, partition: int, chunk: bytes) -> None:
+        for batch in iter_batches(chunk):
+            if batch.control_type >= 0:
+                self._complete_txn(partition, batch.producer_id, batch.control_type == CONTROL_COMMIT)
+                continue
+            for key, value in batch.records:
+                if key is None:
+                    continue
+                try:
+                    if batch.transactional:
+                        self._replay_txn_offset(batch.producer_id, key, value)
+                    else:
+                        self._replay(key, value)
+                except Exception as e:  # a record we cannot read must not stop the coordinator
+                    log.warning("skipping unreadable %s record: %s", OFFSETS_TOPIC, e)
 
     def unload_partition(self, partition: int) -> None:
         self._loaded.discard(partition)

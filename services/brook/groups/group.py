@@ -261,7 +261,8 @@ def group_record(group: Group) -> tuple[bytes, bytes | None]:
 
 
 def group_from_record(group_id: str, v: GroupValue) -> Group:
-    """The group a metadata record describes, read back: its members' sessions start now."""
+    """The group a metadata record describes, read back (its members' sessions start when the whole
+    partition is loaded: GroupCoordinator.load_partition)."""
     g = Group(
         group_id,
         generation=v.generation,
@@ -270,7 +271,6 @@ def group_from_record(group_id: str, v: GroupValue) -> Group:
         leader=v.leader,
         state_timestamp=v.state_timestamp,
     )
-    deadline = asyncio.get_event_loop().time()
     for m in v.members:
         member = Member(
             m.member_id,
@@ -283,7 +283,6 @@ def group_from_record(group_id: str, v: GroupValue) -> Group:
             [(v.protocol or "", m.subscription)],
             m.assignment,
         )
-        member.deadline = deadline + m.session_timeout / 1000
         g.members[m.member_id] = member
         if m.group_instance_id is not None:
             g.static_members[m.group_instance_id] = m.member_id

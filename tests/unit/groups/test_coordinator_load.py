@@ -5,6 +5,7 @@ group half read back (offset expiry, session expiry), and a replay cut short is 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -114,36 +115,71 @@ def test_offsets_are_not_expired_from_a_group_half_read_back(monkeypatch: pytest
     asyncio.run(run())
 
 
-def test_a_failed_replay_starts_afresh_and_expires_no_session_meanwhile(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A replay that fails is started again a second later; meanwhile the group it had read back is
-    left alone: its member's 50 ms session would otherwise expire and a rebalance be written into
-    the partition being read."""
-
+def test_a_failed_replay_starts_afresh_keeping_nothing_meanwhile() -> None:
     async def run() -> None:
         log = LeaderLog()
         c = coordinator(log)
         await _commit(c, "g", 7)
-        member, gen, err = await join(c, "g", timeout_ms=50)
-        assert err is ErrorCode.NONE
-        await c.sync("g", gen, member, None, None, None, {member: b"x"})
-        await _settle()  # the group's record is written
-        await c.stop()
         p = c.partition_for("g")
-        written = len(log.batches[p])
 
         log.broken = p
         again = coordinator(log)
-        again.start()  # its session expiry runs every 0.1 s
         assert p in again._loading
         await asyncio.sleep(0.5)  # the first replay failed; the second waits its second
         assert p in again._loading
-        assert len(log.batches[p]) == written
+        assert "g" not in again._offsets  # nothing half read back is kept
         await asyncio.sleep(0.7)
         assert p not in again._loading and p in again._loaded
         code, rows = again.fetch_offsets("g", None)
         assert code is ErrorCode.NONE and [v.offset for _, _, v in rows if v] == [7]
+
+    asyncio.run(run())
+
+
+class SlowLog(MemoryOffsetsLog):
+    """Each batch takes 20 ms to read; notes how many batches the partition held at each read."""
+
+    def __init__(self) -> None:
+        super().__init__(4)
+        self.held: list[int] = []
+
+    def read_batches(self, partition: int) -> Iterator[bytes]:
+        batches = self.batches[partition]
+        i = 0
+        while i < len(batches):
+            time.sleep(0.02)
+            self.held.append(len(batches))
+            yield batches[i]
+            i += 1
+
+
+def test_no_session_expires_while_its_partition_is_replayed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A classic member's session starts when its partition is loaded: its group, read back early in
+    a long replay, is not expired meanwhile (and no rebalance written into the partition being read)."""
+
+    async def run() -> None:
+        log = SlowLog()
+        c = coordinator(log)
+        member, gen, err = await join(c, "g", timeout_ms=1000)
+        assert err is ErrorCode.NONE
+        await c.sync("g", gen, member, None, None, None, {member: b"x"})
+        await _settle()  # the group's record is written
+        p = c.partition_for("g")
+        others = [f"o{i}" for i in range(200) if c.partition_for(f"o{i}") == p][:20]
+        for i, g in enumerate(others):  # 20 batches after the group's: 0.4 s of replay
+            await _commit(c, g, i)
+        await c.stop()
+        written = len(log.batches[p])
+
+        monkeypatch.setattr(tasks, "SLICE_S", 0.0)
+        log.held.clear()
+        again = coordinator(log)
+        again.start()  # its session expiry runs every 0.1 s
+        while p in again._loading:
+            await asyncio.sleep(0.01)
+        assert set(log.held) == {written}
+        await asyncio.sleep(0.3)  # ticks of session expiry, inside the member's fresh second
+        assert list(again._groups["g"].members) == [member]
         await again.stop()
 
     asyncio.run(run())
