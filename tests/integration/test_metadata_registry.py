@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,9 @@ from brook.metadata import (
     BrokerLeft,
     BrokerRegistry,
     EtcdClient,
+    EtcdUnavailableError,
     KeyLayout,
+    MetadataError,
 )
 from brook.metadata.kv import Put
 from tests.support.etcd import cluster_name, etcd_process, eventually, run
@@ -157,6 +160,50 @@ def test_a_registration_gone_while_its_lease_seems_kept_is_made_again(etcd: Etcd
             await eventually(lambda: reg.registrations == 2, DEADLINE)
             kv = await client.get(layout.broker(6))
             assert kv is not None and kv.lease == reg.lease_id and reg.broker.epoch > epoch
+            await reg.deregister()
+
+    run(scenario(), timeout=60)
+
+
+def test_its_own_old_key_kept_alive_is_revoked_not_waited_for(etcd: EtcdProcess) -> None:
+    """A restarted etcd extends the leases it had by its election timeout, so the key under the lease a
+    broker lost while etcd was down can outlive the broker's wait for stale registrations (soak 1136:
+    two brokers found their own old keys and gave up their ids for good, leaving the cluster without
+    leaders). Here the old lease is kept alive and its first revoke fails, as while etcd is down: the
+    registry revokes the key under its own old lease and registers again."""
+
+    async def scenario() -> None:
+        layout = KeyLayout(cluster_name())
+        async with EtcdClient(etcd.endpoint) as client:
+            reg = BrokerRegistry(client, layout, BrokerInfo(8, "h", 1), ttl=TTL)
+            await reg.register()
+            old = reg.lease_id
+            assert old is not None and reg._lease is not None
+            real_revoke = client.revoke_lease
+            refused: list[int] = []
+
+            async def revoke_lease(lease_id: int) -> bool:
+                if lease_id == old and not refused:
+                    refused.append(lease_id)
+                    raise EtcdUnavailableError("etcd is restarting")
+                return await real_revoke(lease_id)
+
+            client.revoke_lease = revoke_lease  # type: ignore[method-assign]
+
+            async def extend() -> None:  # etcd keeping the old lease alive past the wait
+                with contextlib.suppress(MetadataError):
+                    while True:
+                        await client.refresh_lease(old)
+                        await asyncio.sleep(0.5)
+
+            keeper = asyncio.create_task(extend())
+            reg._lease.give_up("etcd unreachable (test)")
+            await eventually(lambda: reg.registrations == 2 or reg.failed.is_set(), DEADLINE)
+            keeper.cancel()
+            assert not reg.failed.is_set(), reg.failure
+            assert refused == [old]
+            kv = await client.get(layout.broker(8))
+            assert kv is not None and kv.lease == reg.lease_id and kv.lease != old
             await reg.deregister()
 
     run(scenario(), timeout=60)

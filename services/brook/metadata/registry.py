@@ -103,7 +103,11 @@ class BrokerRegistry:
             )
         return self._broker
 
-    async def _register_once(self, wait_for_stale: float) -> None:
+    async def _register_once(self, wait_for_stale: float, lost: int | None = None) -> None:
+        """Register under a new lease. `lost`: the lease this broker held before; a key still under it
+        is this broker's own and is revoked at once, not waited for (etcd restarted extends the leases
+        it had by its election timeout: a soak saw the old key outlive wait_for_stale, and two brokers
+        gave up their ids for good)."""
         key = self._layout.broker(self._broker.broker_id)
         lease = await KeptLease.grant(self._client, self.ttl)
         loop = asyncio.get_running_loop()
@@ -129,6 +133,10 @@ class BrokerRegistry:
                 holder = r.gets[0][0] if r.gets and r.gets[0] else None
                 if holder is None:
                     continue  # it expired in between
+                if lost is not None and holder.lease == lost:
+                    with contextlib.suppress(MetadataError, TimeoutError):
+                        await asyncio.wait_for(self._client.revoke_lease(lost), self.ttl)
+                    continue
                 if loop.time() >= deadline:
                     try:
                         who = BrokerInfo.from_json(holder.value)
@@ -184,7 +192,7 @@ class BrokerRegistry:
             while not self._stopping:
                 try:
                     # Our own old key may outlive the lease we gave up on by up to a TTL.
-                    await self._register_once(wait_for_stale=self.ttl + 1)
+                    await self._register_once(wait_for_stale=self.ttl + 1, lost=lease.id)
                     break
                 except BrokerIdInUseError as e:
                     self.failure = e
