@@ -13,6 +13,8 @@ from pathlib import Path
 from brook.config import TopicConfig
 from brook.log.append import AppendResult, prepare_append
 from brook.log.checkpoint import (
+    RecoveryPoint,
+    drop_recovery_point,
     fsync_dir,
     read_log_start_offset,
     write_clean_shutdown_marker,
@@ -220,6 +222,7 @@ class PartitionLog:
             old.deactivate()
         self._segments.append(Segment.create(self.directory, base_offset, now))
         self._roll_jitter_ms = self._random_jitter()
+        drop_recovery_point(self.directory, sync=False)  # the fsync below covers it
         fsync_dir(self.directory)
         self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
         self._unflushed_records = 0
@@ -451,6 +454,7 @@ class PartitionLog:
             self._reset_to(offset)
 
     def _reset_to(self, offset: int) -> None:
+        drop_recovery_point(self.directory)  # before the data it vouches for changes
         for segment in reversed(self._segments):
             segment.delete()
         delete_snapshots(self.directory)
@@ -481,6 +485,7 @@ class PartitionLog:
         for segment in reversed(segments[keep:]):
             segment.delete()
         del segments[keep:]
+        drop_recovery_point(self.directory)  # before the data it vouches for changes
         segments[-1].truncate_to(offset)
         segments[-1].activate()
         delete_snapshots(self.directory, above=self.log_end_offset)  # they describe records now gone
@@ -575,8 +580,10 @@ class PartitionLog:
             return
         try:
             with self._health.guard("closing", self._name):
-                self._active.deactivate()
-                write_clean_shutdown_marker(self.directory)
+                active = self._active
+                active.deactivate()
+                point = RecoveryPoint(active.base_offset, active.size, active.next_offset)
+                write_clean_shutdown_marker(self.directory, point)
         except KafkaError:
             pass  # the directory is offline: said once already, and the next open recovers
         finally:

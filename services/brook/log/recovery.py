@@ -2,7 +2,9 @@
 
 After a clean close every file is trusted. Otherwise only the last segment can hold unflushed data
 (a segment is fsynced with its indexes when it is rolled), so it alone is verified batch by batch
-(header, CRC-32C, increasing offsets), cut at the first torn or invalid batch, and re-indexed.
+(header, CRC-32C, increasing offsets), cut at the first torn or invalid batch, and re-indexed: from
+the recovery point when the last clean close left one for it (what it held then was fsynced with
+its indexes; the point goes when the segment is truncated or rolled), else from its start.
 A compaction pass cut short is finished or undone first (see brook.log.cleaner).
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from brook.log.checkpoint import fsync_dir, take_clean_shutdown_marker
+from brook.log.checkpoint import fsync_dir, read_recovery_point, take_clean_shutdown_marker
 from brook.log.cleaner import finish_interrupted_cleaning
 from brook.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, Segment, parse_segment_name
 
@@ -48,11 +50,16 @@ def load_segments(
     bases = {b for p in directory.iterdir() if (b := parse_segment_name(p.name)) is not None}
     _remove_leftovers(directory, bases)
     ordered = sorted(bases)
+    point = None
     if not clean and ordered:
-        log.info("%s: no clean-shutdown marker; recovering segment %d", directory, ordered[-1])
+        point = read_recovery_point(directory)
+        since = f" from position {point.position}" if point and point.base_offset == ordered[-1] else ""
+        log.info("%s: no clean-shutdown marker; recovering segment %d%s", directory, ordered[-1], since)
     last = len(ordered) - 1
     segments = [
-        Segment.load(directory, base, now_ms, index_interval_bytes, recover=not clean and i == last)
+        Segment.load(
+            directory, base, now_ms, index_interval_bytes, recover=not clean and i == last, trusted=point
+        )
         for i, base in enumerate(ordered)
     ]
     if not segments:

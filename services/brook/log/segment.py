@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from brook.log.batch_scan import index_entries, iter_batches
+from brook.log.checkpoint import RecoveryPoint
 from brook.log.file_slice import SegmentFile
 from brook.log.index import OffsetIndex, TimeIndex
 from brook.log.records import RecordError, record_timestamps
@@ -104,13 +105,22 @@ class Segment:
 
     @classmethod
     def load(
-        cls, directory: Path, base_offset: int, now_ms: int, index_interval_bytes: int, *, recover: bool
+        cls,
+        directory: Path,
+        base_offset: int,
+        now_ms: int,
+        index_interval_bytes: int,
+        *,
+        recover: bool,
+        trusted: RecoveryPoint | None = None,
     ) -> Segment:
         """Open an existing segment (inactive).
 
         recover=True (the last segment after an unclean shutdown): check every batch (header, CRC,
-        increasing offsets), truncate the file at the first bad one, and rebuild both indexes.
-        Otherwise trust the file and load the indexes, rebuilding any that is missing or inconsistent.
+        increasing offsets), truncate the file at the first bad one, and rebuild both indexes; with
+        `trusted` (what the last clean close left of this segment), only the batches after it, when
+        the indexes and the file still agree with it. Otherwise trust the file and load the indexes,
+        rebuilding any that is missing or inconsistent.
         """
         name = segment_name(base_offset)
         log_path = directory / (name + LOG_SUFFIX)
@@ -131,19 +141,59 @@ class Segment:
             TimeIndex(time_path, base_offset),
             now_ms,
         )
-        segment._rebuild(index_interval_bytes, recover=recover)
+        if recover and trusted is not None and segment._resume(trusted):
+            segment._rebuild(index_interval_bytes, recover=True, start=trusted.position)
+        else:
+            segment._rebuild(index_interval_bytes, recover=recover)
         return segment
 
-    def _rebuild(self, index_interval_bytes: int, *, recover: bool) -> None:
-        """Re-index from the log file; when recovering, also verify CRCs and cut off a bad tail."""
-        self.offset_index.clear()
-        self.time_index.clear()
-        self.max_timestamp, self.offset_of_max_timestamp = -1, -1
-        self.bytes_since_index_entry = 0
-        expected = self.base_offset
-        valid_end = 0
+    def _resume(self, point: RecoveryPoint) -> bool:
+        """Take the indexes and the batches up to `point` as the last clean close left them; False when
+        they do not agree with it (the whole segment is verified then)."""
+        if point.base_offset != self.base_offset or point.position > self.size:
+            return False
+        offset_index = OffsetIndex.load(self.offset_index.path, self.base_offset, self.size)
+        time_index = TimeIndex.load(self.time_index.path, self.base_offset, self.size)
+        if offset_index is None or time_index is None:
+            return False
+        # A recovery since the close rewrote them with entries past the point: in memory only, those
+        # go (the files are rewritten when the verification ends).
+        for index in (offset_index, time_index):
+            index.open_for_append()
+        offset_index.truncate_to_position(point.position)
+        time_index.truncate_to_offset(point.next_offset)
+        # From the last index entry to the point: whole batches ending exactly there, at its offset.
+        start = offset_index.last_position
+        last = time_index.last()
+        max_ts, max_offset = last if last is not None else (-1, -1)
+        end, next_offset = start, self.base_offset if start == 0 else -1
+        for pos, h in iter_batches(self.fd, start, point.position, verify_crc=True):
+            if pos != end:
+                return False
+            end, next_offset = pos + h.size, h.last_offset + 1
+            if h.max_timestamp > max_ts:
+                max_ts, max_offset = h.max_timestamp, h.base_offset
+        if end != point.position or next_offset != point.next_offset:
+            return False
+        self.offset_index, self.time_index = offset_index, time_index
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_offset
+        self.bytes_since_index_entry = point.position - start
+        self.next_offset = next_offset
+        return True
+
+    def _rebuild(self, index_interval_bytes: int, *, recover: bool, start: int = 0) -> None:
+        """Re-index from the log file; when recovering, also verify CRCs and cut off a bad tail. From
+        `start` > 0 the indexes and state up to it are kept (_resume)."""
+        if start == 0:
+            self.offset_index.clear()
+            self.time_index.clear()
+            self.max_timestamp, self.offset_of_max_timestamp = -1, -1
+            self.bytes_since_index_entry = 0
+            self.next_offset = self.base_offset
+        expected = self.next_offset
+        valid_end = start
         highest = self.base_offset + MAX_RELATIVE_OFFSET
-        for pos, base, last, size, max_ts in index_entries(self.fd, 0, self.size, verify_crc=recover):
+        for pos, base, last, size, max_ts in index_entries(self.fd, start, self.size, verify_crc=recover):
             if base < expected or last < base or last > highest:
                 break
             self._index_batch(pos, base, size, max_ts, index_interval_bytes)

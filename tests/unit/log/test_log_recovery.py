@@ -147,7 +147,7 @@ def test_leftover_files_are_removed(tmp_path: Path) -> None:
     (tmp_path / "p" / f"{SEG0}.index.tmp").write_bytes(b"x")
     open_log(tmp_path / "p")
     names = sorted(p.name for p in (tmp_path / "p").iterdir())
-    assert names == [f"{SEG0}.index", f"{SEG0}.log", f"{SEG0}.timeindex"]
+    assert names == [f"{SEG0}.index", f"{SEG0}.log", f"{SEG0}.timeindex", "recovery-point"]
 
 
 def test_truncate_to(tmp_path: Path) -> None:
