@@ -53,8 +53,7 @@ def load_segments(
     point = None
     if not clean and ordered:
         point = read_recovery_point(directory)
-        since = f" from position {point.position}" if point and point.base_offset == ordered[-1] else ""
-        log.info("%s: no clean-shutdown marker; recovering segment %d%s", directory, ordered[-1], since)
+        log.info("%s: no clean-shutdown marker; recovering segment %d", directory, ordered[-1])
     last = len(ordered) - 1
     segments = [
         Segment.load(

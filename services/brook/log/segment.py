@@ -142,6 +142,7 @@ class Segment:
             now_ms,
         )
         if recover and trusted is not None and segment._resume(trusted):
+            log.info("%s: verifying from the recovery point, position %d", log_path, trusted.position)
             segment._rebuild(index_interval_bytes, recover=True, start=trusted.position)
         else:
             segment._rebuild(index_interval_bytes, recover=recover)
